@@ -1,0 +1,56 @@
+# The two commands: `make lab` (the acceptance run, with the report) and `make test` (what CI runs).
+# Both do their own set-up first: idempotent, and quick when already done.
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST := $(VENV)/bin/pytest
+NPM_STAMP := backends/node_modules/.installed
+VENV_STAMP := $(VENV)/.installed
+RESULTS := reports/allure-results
+
+.PHONY: setup chromium test lab lint clean
+
+setup: chromium $(VENV_STAMP) $(NPM_STAMP)
+
+# Debian's Chromium (never a browser download of a test tool's own).
+chromium:
+	@if [ -x /usr/lib/chromium/chromium ] || [ -n "$$CHROMIUM" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+	  echo "Chromium is missing: install Debian's chromium (apt-get install -y chromium chromium-driver) or set CHROMIUM" >&2; \
+	  exit 1; \
+	fi; \
+	echo "setup: installing Debian chromium and chromium-driver (apt-get)"; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null \
+	  || { echo "setup: apt-get could not install chromium; see the output above" >&2; exit 1; }
+
+$(VENV_STAMP): pyproject.toml
+	@command -v python3 >/dev/null || { echo "python3 is missing: install Python 3.11 or newer" >&2; exit 1; }
+	@echo "setup: Python environment in $(VENV)"
+	@python3 -m venv $(VENV)
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+$(NPM_STAMP): backends/package.json backends/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 20 and npm (apt-get install -y nodejs npm)" >&2; exit 1; }
+	@echo "setup: pinned npm servers (npm ci in backends/)"
+	@cd backends && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+lint: $(VENV_STAMP)
+	$(VENV)/bin/ruff check .
+
+# Everything CI proves: lint, then every suite.
+test: setup lint
+	$(PYTEST) suites
+
+# The acceptance run: every suite with Allure results, then the single-file offline report.
+# The report is built even when a suite fails; the exit status is the suites'.
+lab: setup
+	@rm -rf $(RESULTS)
+	@status=0; $(PYTEST) suites --alluredir=$(RESULTS) || status=$$?; \
+	$(PY) -m lab.report || { [ $$status -ne 0 ] || status=1; }; \
+	exit $$status
+
+clean:
+	rm -rf reports/allure-results reports/allure-report .pytest_cache .ruff_cache .benchmarks

@@ -1,0 +1,1 @@
+"""Execution backends behind `computer_use`; `package.json`/`package-lock.json` pin the npm MCP servers."""

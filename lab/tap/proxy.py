@@ -1,0 +1,315 @@
+"""The CDP tap: a recording proxy between any CDP client and Chromium.
+
+Clients connect to an endpoint the tap hands out (one listening port per label, so a test can tell its clients
+apart even when they only accept a bare `http://host:port`). The tap forwards every frame unchanged in both
+directions and records a parsed copy: each command as (connection, label, target, session, method, category),
+each event likewise. `/json/*` answers are rewritten so their WebSocket URLs point back at the tap.
+
+A malformed client frame closes that client with a logged reason. When Chromium goes away the tap closes its
+clients, records an incident and keeps every count, so the test that lost the browser can still report them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from lab.tap.classify import classify
+from lab.tap.sessions import BROWSER, SessionTracker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One command a client sent (`kind="command"`) or one event Chromium delivered to it (`kind="event"`)."""
+
+    seq: int
+    time: float
+    kind: str
+    conn: int
+    label: str
+    target: str
+    session: str | None
+    method: str
+    category: str
+
+
+@dataclass(frozen=True)
+class Incident:
+    conn: int
+    label: str
+    kind: str  # "malformed_frame" | "upstream_closed" | "upstream_refused" | "browser_gone"
+    detail: str
+
+
+class ChromiumGone(RuntimeError):
+    """Chromium died while clients were connected through the tap. The counts up to that point are kept."""
+
+
+class CDPTap:
+    def __init__(self, upstream_http: str) -> None:
+        self.upstream_http = upstream_http.rstrip("/")
+        self._upstream_hostport = self.upstream_http.split("://", 1)[1]
+        self.records: list[Record] = []
+        self.incidents: list[Incident] = []
+        self.trackers: dict[int, SessionTracker] = {}
+        self._seq = itertools.count(1)
+        self._conn_ids = itertools.count(1)
+        self._labels: dict[int, str] = {}
+        self._clients: set[web.WebSocketResponse] = set()
+        self._runner: web.AppRunner | None = None
+        self._http: aiohttp.ClientSession | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+
+    async def start(self) -> CDPTap:
+        app = web.Application()
+        app.router.add_route("*", "/json{tail:.*}", self._proxy_http)
+        app.router.add_get("/devtools/{kind}/{id}", self._proxy_ws)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        self._http = aiohttp.ClientSession()
+        return self
+
+    async def endpoint(self, label: str = "client") -> str:
+        """The `http://127.0.0.1:PORT` CDP endpoint whose clients are recorded under `label` (one port a label)."""
+        assert self._runner is not None, "start() the tap first"
+        for port, known in self._labels.items():
+            if known == label:
+                return f"http://127.0.0.1:{port}"
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._labels[port] = label
+        return f"http://127.0.0.1:{port}"
+
+    async def close(self) -> None:
+        for client in list(self._clients):
+            with contextlib.suppress(Exception):
+                await client.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._http is not None:
+            await self._http.close()
+
+    # -- what tests read ---------------------------------------------------------------------------------------
+
+    def count(
+        self,
+        *,
+        target: str | None = None,
+        label: str | None = None,
+        conn: int | None = None,
+        category: str | Iterable[str] | None = None,
+        method: str | None = None,
+        kind: str = "command",
+    ) -> int:
+        """How many recorded commands (or events) match every given filter."""
+        categories = {category} if isinstance(category, str) else set(category) if category is not None else None
+        return sum(
+            1
+            for r in self.records
+            if r.kind == kind
+            and (target is None or r.target == target)
+            and (label is None or r.label == label)
+            and (conn is None or r.conn == conn)
+            and (categories is None or r.category in categories)
+            and (method is None or r.method == method)
+        )
+
+    def by_target(self, kind: str = "command", label: str | None = None) -> dict[str, Counter[str]]:
+        """{target: Counter(method)} of every recorded command (or event)."""
+        table: dict[str, Counter[str]] = {}
+        for r in self.records:
+            if r.kind == kind and (label is None or r.label == label):
+                table.setdefault(r.target, Counter())[r.method] += 1
+        return table
+
+    def connections(self, label: str | None = None) -> list[int]:
+        return sorted({r.conn for r in self.records if label is None or r.label == label})
+
+    @property
+    def browser_gone(self) -> bool:
+        return any(i.kind == "browser_gone" for i in self.incidents)
+
+    def check_browser(self) -> None:
+        if self.browser_gone:
+            raise ChromiumGone(f"Chromium died during the test; tap counts so far: {dict(self.by_target())}")
+
+    def clear(self) -> None:
+        """Forget records and incidents (between tests). Live connections keep their session tracking."""
+        self.records.clear()
+        self.incidents.clear()
+
+    def trace_lines(self) -> list[str]:
+        lines = [json.dumps(asdict(r), separators=(",", ":")) for r in self.records]
+        lines += [json.dumps({"incident": asdict(i)}, separators=(",", ":")) for i in self.incidents]
+        return lines
+
+    def write_trace(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(line + "\n" for line in self.trace_lines()), encoding="utf-8")
+        return path
+
+    # -- recording ---------------------------------------------------------------------------------------------
+
+    def _record(self, kind: str, conn: int, label: str, target: str, session: str | None, method: str) -> None:
+        self.records.append(
+            Record(next(self._seq), time.time(), kind, conn, label, target, session, method, classify(method))
+        )
+
+    def _label_of(self, request: web.Request) -> str:
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        return self._labels.get(sockname[1] if sockname else -1, "?")
+
+    def _record_command(self, conn: int, label: str, tracker: SessionTracker, message: dict[str, Any]) -> None:
+        tracker.on_command(message)
+        method: str = message["method"]
+        params = message.get("params") if isinstance(message.get("params"), dict) else None
+        session = message.get("sessionId")
+        if method == "Target.sendMessageToTarget" and params is not None:
+            # Non-flatten mode: the real command is wrapped; attribute it to the session it is addressed to.
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                inner = json.loads(params["message"])
+                inner_session = params.get("sessionId")
+                self._record("command", conn, label, tracker.target_of(inner_session), inner_session, inner["method"])
+                return
+        self._record("command", conn, label, tracker.target_of(session, params), session, method)
+
+    @staticmethod
+    def _malformed(data: str) -> tuple[dict[str, Any] | None, str]:
+        try:
+            message = json.loads(data)
+        except ValueError as exc:
+            return None, f"not JSON: {exc}"
+        if not isinstance(message, dict):
+            return None, "not a JSON object"
+        if not isinstance(message.get("id"), int) or not isinstance(message.get("method"), str):
+            return None, "a command needs an integer id and a string method"
+        if "params" in message and not isinstance(message["params"], dict):
+            return None, "params must be an object"
+        return message, ""
+
+    # -- HTTP /json/* ------------------------------------------------------------------------------------------
+
+    async def _proxy_http(self, request: web.Request) -> web.StreamResponse:
+        assert self._http is not None
+        label = self._label_of(request)
+        parts = request.path.strip("/").split("/")  # ["json", "activate", "<id>"]
+        name = "/".join(parts[:2]) if len(parts) > 1 else "json/list"
+        target = parts[2] if len(parts) > 2 and name in ("json/activate", "json/close") else BROWSER
+        self._record("command", next(self._conn_ids), label, target, None, f"HTTP /{name}")
+        try:
+            async with self._http.request(
+                request.method, self.upstream_http + request.path_qs, data=await request.read()
+            ) as upstream:
+                body = await upstream.read()
+                status, content_type = upstream.status, upstream.content_type
+        except aiohttp.ClientError as exc:
+            self.incidents.append(Incident(0, label, "upstream_refused", f"{request.path}: {exc}"))
+            return web.Response(status=502, text=f"Chromium is not reachable: {exc}")
+        text = body.decode("utf-8", "replace").replace(self._upstream_hostport, request.host)
+        return web.Response(status=status, text=text, content_type=content_type)
+
+    # -- WebSocket ---------------------------------------------------------------------------------------------
+
+    async def _proxy_ws(self, request: web.Request) -> web.StreamResponse:
+        assert self._http is not None
+        label = self._label_of(request)
+        conn = next(self._conn_ids)
+        kind, target_id = request.match_info["kind"], request.match_info["id"]
+        tracker = SessionTracker(BROWSER if kind == "browser" else target_id)
+        self.trackers[conn] = tracker
+        client = web.WebSocketResponse(max_msg_size=0)
+        await client.prepare(request)
+        ws_url = "ws://" + self._upstream_hostport + request.path_qs
+        try:
+            upstream = await self._http.ws_connect(ws_url, max_msg_size=0)
+        except (aiohttp.ClientError, OSError) as exc:
+            self.incidents.append(Incident(conn, label, "upstream_refused", f"{ws_url}: {exc}"))
+            await client.close(code=aiohttp.WSCloseCode.INTERNAL_ERROR, message=b"Chromium refused the connection")
+            return client
+        self._clients.add(client)
+        try:
+            await self._pump(conn, label, tracker, client, upstream)
+        finally:
+            self._clients.discard(client)
+            await upstream.close()
+            await client.close()
+        return client
+
+    async def _pump(
+        self,
+        conn: int,
+        label: str,
+        tracker: SessionTracker,
+        client: web.WebSocketResponse,
+        upstream: aiohttp.ClientWebSocketResponse,
+    ) -> None:
+        async def from_client() -> None:
+            async for frame in client:
+                if frame.type != aiohttp.WSMsgType.TEXT:
+                    reason = f"{frame.type.name} frame; CDP frames are JSON text"
+                    message = None
+                else:
+                    message, reason = self._malformed(frame.data)
+                if message is None:
+                    log.warning("tap: closing client %s (%s): %s", conn, label, reason)
+                    self.incidents.append(Incident(conn, label, "malformed_frame", reason))
+                    await client.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=reason.encode()[:120])
+                    return
+                self._record_command(conn, label, tracker, message)
+                await upstream.send_str(frame.data)
+
+        async def from_upstream() -> None:
+            async for frame in upstream:
+                if frame.type != aiohttp.WSMsgType.TEXT:
+                    continue
+                message = json.loads(frame.data)
+                if "id" in message:
+                    tracker.on_response(message)
+                else:
+                    # Track first, forward second: a session must exist before the client can use it.
+                    tracker.on_event(message)
+                    session = message.get("sessionId")
+                    params = message.get("params") if isinstance(message.get("params"), dict) else None
+                    about = tracker.target_of(session, params)
+                    self._record("event", conn, label, about, session, message.get("method", "?"))
+                await client.send_str(frame.data)
+
+        client_task = asyncio.create_task(from_client())
+        upstream_task = asyncio.create_task(from_upstream())
+        done, pending = await asyncio.wait({client_task, upstream_task}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for task in done:
+            if task.exception() is not None:
+                log.warning("tap: connection %s (%s) ended with %r", conn, label, task.exception())
+        if upstream_task in done and not client.closed:
+            gone = not await self._chromium_answers()
+            kind = "browser_gone" if gone else "upstream_closed"
+            self.incidents.append(Incident(conn, label, kind, f"Chromium closed connection {conn}"))
+            await client.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=kind.encode())
+
+    async def _chromium_answers(self) -> bool:
+        assert self._http is not None
+        try:
+            async with self._http.get(self.upstream_http + "/json/version", timeout=aiohttp.ClientTimeout(2)) as r:
+                return r.status == 200
+        except (aiohttp.ClientError, OSError, TimeoutError):
+            return False

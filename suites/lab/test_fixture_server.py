@@ -1,0 +1,122 @@
+"""The fixture server's test API, driven by real Chromium: ledger counts, waits registered before acting,
+stall routes that hold and release, and a reset that leaves nothing pending."""
+
+from __future__ import annotations
+
+import pytest
+from aiohttp import web
+
+from fixtures_sites.server import FixtureServer, ResetError
+from lab.workspace import LabPage, Workspace
+
+SUBMIT = "/dom_form/submit"
+
+
+def exactly_one_write(server: FixtureServer, path: str) -> None:
+    rows = server.ledger.writes(path)
+    assert len(rows) == 1, f"{len(rows)} writes to {path}: {rows}"
+
+
+@pytest.fixture
+async def form(workspace: Workspace, fixture_server: FixtureServer) -> LabPage:
+    return await workspace.open("form", fixture_server.url("/dom_form/"), workspace.column(0, 2))
+
+
+async def test_one_form_post_from_the_browser_is_one_ledger_row(
+    workspace: Workspace, fixture_server: FixtureServer, form: LabPage
+) -> None:
+    submitted = fixture_server.wait_for_request(SUBMIT)
+    await workspace.evaluate(
+        form,
+        "document.querySelector('#full_name').value = 'Ada Lovelace';"
+        "document.querySelector('#country').value = 'uk';"
+        "document.querySelector('#shipping').requestSubmit()",
+    )
+    request = await submitted
+
+    assert request.form()["full_name"] == "Ada Lovelace"
+    assert request.form()["country"] == "uk"
+    exactly_one_write(fixture_server, SUBMIT)
+    [row] = fixture_server.ledger.writes()
+    assert (row.scenario, row.method, row.test_id) == ("dom_form", "POST", fixture_server.ledger.test_id)
+
+
+async def test_the_ledger_is_read_once_and_empty_after_reset(
+    workspace: Workspace, fixture_server: FixtureServer, form: LabPage
+) -> None:
+    submitted = fixture_server.wait_for_request(SUBMIT)
+    await workspace.evaluate(form, "fetch('/dom_form/submit', {method: 'POST', body: 'a=1'}).then(r => r.status)", True)
+    await submitted
+    assert len(fixture_server.ledger.take()) == 1
+    assert fixture_server.ledger.take() == []
+
+    await workspace.evaluate(form, "fetch('/dom_form/submit', {method: 'POST', body: 'a=2'}).then(r => r.status)", True)
+    assert len(fixture_server.ledger.writes()) == 1
+    fixture_server.reset()
+    assert fixture_server.ledger.writes() == []
+
+
+async def test_pages_load_from_both_origins_and_the_ledger_tells_them_apart(
+    workspace: Workspace, fixture_server: FixtureServer
+) -> None:
+    cross = await workspace.open("cross", fixture_server.url("/dom_form/", cross=True), workspace.column(1, 2))
+    assert await workspace.evaluate(cross, "location.origin") == fixture_server.cross_origin
+    await workspace.evaluate(cross, "fetch('/dom_form/submit', {method: 'POST', body: 'x'}).then(r => r.ok)", True)
+    [row] = fixture_server.ledger.writes()
+    assert row.origin == fixture_server.cross_origin.removeprefix("http://")
+
+
+async def test_a_stall_route_holds_its_answer_until_the_test_releases_it(
+    workspace: Workspace, fixture_server: FixtureServer, form: LabPage
+) -> None:
+    async def never_called(request: web.Request) -> web.Response:
+        return web.Response(text="not held")
+
+    fixture_server.set_route("/held", never_called, write=True)
+    stall = fixture_server.stall("/held")
+    await workspace.evaluate(
+        form, "window.__settled = false; window.__answer = fetch('/held', {method: 'POST', body: 'w'})"
+        ".then(r => r.text()).finally(() => { window.__settled = true; })"
+    )
+    request = await stall.started()
+
+    assert request.method == "POST"
+    assert stall.holding
+    exactly_one_write(fixture_server, "/held")  # counted on arrival, while the answer is held
+    assert await workspace.evaluate(form, "window.__settled") is False
+
+    stall.release(text="released", content_type="text/plain")
+    assert await workspace.evaluate(form, "window.__answer", await_promise=True) == "released"
+    assert not stall.holding
+
+
+async def test_a_wait_registered_before_acting_is_bounded_when_nothing_comes(fixture_server: FixtureServer) -> None:
+    waiter = fixture_server.wait_for_request("/never", timeout=0.05)
+    with pytest.raises(TimeoutError, match="no request to /never"):
+        await waiter
+
+
+async def test_reset_rejects_pending_waiters_and_answers_held_requests(
+    workspace: Workspace, fixture_server: FixtureServer, form: LabPage
+) -> None:
+    waiter = fixture_server.wait_for_request("/never")
+    stall = fixture_server.stall("/dom_form/submit")
+    await workspace.evaluate(form, "window.__held = fetch('/dom_form/submit', {method: 'POST'}).then(r => r.status)")
+    await stall.started()
+
+    leftovers = fixture_server.reset()
+
+    assert leftovers == ["waiter for /never", "held answer for /dom_form/submit"]
+    with pytest.raises(ResetError):
+        await waiter
+    assert await workspace.evaluate(form, "window.__held", await_promise=True) == 503
+
+
+@pytest.mark.negative_control
+async def test_the_exactly_once_check_catches_a_page_that_submits_twice(
+    workspace: Workspace, fixture_server: FixtureServer, form: LabPage
+) -> None:
+    double = "Promise.all([1, 2].map(() => fetch('/dom_form/submit', {method: 'POST', body: 'dup'})))"
+    await workspace.evaluate(form, double + ".then(rs => rs.length)", await_promise=True)
+    with pytest.raises(AssertionError, match="2 writes"):
+        exactly_one_write(fixture_server, SUBMIT)
