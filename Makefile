@@ -9,7 +9,7 @@ NPM_STAMP := backends/node_modules/.installed
 VENV_STAMP := $(VENV)/.installed
 RESULTS := reports/allure-results
 
-.PHONY: setup chromium test lab lint clean
+.PHONY: setup chromium test lab bench lint clean
 
 setup: chromium $(VENV_STAMP) $(NPM_STAMP)
 
@@ -40,17 +40,24 @@ $(NPM_STAMP): backends/package.json backends/package-lock.json
 lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check .
 
-# Everything CI proves: lint, then every suite.
+# Everything CI proves: lint, then every suite (benchmarks skipped: timings are not pass/fail).
+# BACKEND=name limits the release proofs to one backend.
 test: setup lint
-	$(PYTEST) suites
+	$(PYTEST) suites --benchmark-skip $(if $(BACKEND),--backend $(BACKEND))
 
-# The acceptance run: every suite with Allure results, then the single-file offline report.
-# The report is built even when a suite fails; the exit status is the suites'.
+# Benchmarks only: act latency against the raw upstream, side by side.
+bench: setup
+	$(PYTEST) suites/budgets suites/bench -s
+	@$(PY) -m lab.costs
+
+# The acceptance run: every suite and benchmark on every backend with Allure results, then the single-file
+# offline report and the cost summary. Both are built even when a suite fails; the exit status is the suites'.
 lab: setup
-	@rm -rf $(RESULTS)
+	@rm -rf $(RESULTS) reports/costs
 	@status=0; $(PYTEST) suites --alluredir=$(RESULTS) || status=$$?; \
 	$(PY) -m lab.report || { [ $$status -ne 0 ] || status=1; }; \
+	$(PY) -m lab.costs || true; \
 	exit $$status
 
 clean:
-	rm -rf reports/allure-results reports/allure-report .pytest_cache .ruff_cache .benchmarks
+	rm -rf reports/allure-results reports/allure-report reports/costs .pytest_cache .ruff_cache .benchmarks

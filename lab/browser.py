@@ -32,6 +32,11 @@ FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--disable-features=Translate,MediaRouter,OptimizationHints",
+    # A host app keeps background panes live (Electron: backgroundThrottling: false); without these, a
+    # minimized or occluded window stops animation frames and every rAF-based actionability check hangs.
+    "--disable-renderer-backgrounding",
+    "--disable-background-timer-throttling",
+    "--disable-backgrounding-occluded-windows",
     "--remote-debugging-port=0",
 )
 

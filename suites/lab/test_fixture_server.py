@@ -75,8 +75,9 @@ async def test_a_stall_route_holds_its_answer_until_the_test_releases_it(
     fixture_server.set_route("/held", never_called, write=True)
     stall = fixture_server.stall("/held")
     await workspace.evaluate(
-        form, "window.__settled = false; window.__answer = fetch('/held', {method: 'POST', body: 'w'})"
-        ".then(r => r.text()).finally(() => { window.__settled = true; })"
+        form,
+        "window.__settled = false; window.__answer = fetch('/held', {method: 'POST', body: 'w'})"
+        ".then(r => r.text()).finally(() => { window.__settled = true; })",
     )
     request = await stall.started()
 

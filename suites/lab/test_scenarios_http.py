@@ -274,7 +274,8 @@ async def test_catalogue_filters_and_search_really_narrow_the_listing(
     _, _, text = await get_page(http, url)
 
     expected = [
-        p for p in catalogue.PRODUCTS
+        p
+        for p in catalogue.PRODUCTS
         if p.category == "camping" and p.colour == "red" and p.price < 25 and "mug" in p.name.lower()
     ]
     assert expected
@@ -287,7 +288,8 @@ async def test_add_to_cart_answers_json_for_the_page_script(
 ) -> None:
     product = next(p for p in catalogue.PRODUCTS if p.stock)
     async with http.post(
-        fixture_server.url("/catalogue/cart"), data={"sku": product.sku, "qty": "1"},
+        fixture_server.url("/catalogue/cart"),
+        data={"sku": product.sku, "qty": "1"},
         headers={"Accept": "application/json"},
     ) as response:
         assert response.status == 200
@@ -313,7 +315,9 @@ async def test_a_click_at_the_documented_target_center_is_a_hit_and_elsewhere_a_
     assert (await pick(x + canvas.SEAT_SIZE / 2 - 1, y - canvas.SEAT_SIZE / 2 + 1))["hit"] is True
     neighbour = target + 1 if target % canvas.COLS < canvas.COLS - 1 else target - 1
     assert await pick(*canvas.target_center(neighbour)) == {
-        "ok": True, "hit": False, "seat": canvas.seat_label(neighbour)
+        "ok": True,
+        "hit": False,
+        "seat": canvas.seat_label(neighbour),
     }
     assert (await pick(2, 2))["seat"] is None
     assert len(fixture_server.ledger.writes("/canvas/pick")) == 4

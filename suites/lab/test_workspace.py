@@ -82,8 +82,9 @@ async def test_replacing_the_target_keeps_the_logical_tab_and_its_place_but_not_
     assert await workspace.evaluate(page, "location.pathname") == "/dom_form/"
 
 
-async def test_closing_a_page_removes_its_target(workspace: Workspace, fixture_server: FixtureServer,
-                                                 hands: CDPClient) -> None:
+async def test_closing_a_page_removes_its_target(
+    workspace: Workspace, fixture_server: FixtureServer, hands: CDPClient
+) -> None:
     page = await workspace.open("gone", fixture_server.url("/dom_form/"), workspace.column(0, 2))
     await workspace.close(page)
     live = {t["targetId"] for t in (await hands.send("Target.getTargets"))["targetInfos"]}

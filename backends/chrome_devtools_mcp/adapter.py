@@ -1,0 +1,309 @@
+"""ChromeDevToolsMCPBackend: the `Backend` contract over the official chrome-devtools-mcp 1.11.0, a private stdio
+child behind the scoped gateway.
+
+Action mapping (exactly one upstream tool call per canonical Action; nothing else is ever sent):
+
+    click  (ref)          -> click {pageId, uid}
+    click  (x, y)         -> click_at {pageId, x, y}                            (--experimentalVision)
+    type   (ref)          -> fill {pageId, uid, value: text}                    (replaces the value, like Playwright's
+                                                                                 fill; text fields only)
+    press  (no ref)       -> press_key {pageId, key}                            (to the focused element)
+    select (ref)          -> fill {pageId, uid, value: label}                   (a <select> combobox; one option,
+                                                                                 by its visible label)
+    navigate              -> navigate_page {pageId, type: url, url, timeout, handleBeforeUnload: accept}
+    scroll (ref)          -> hover {pageId, uid}                                (scrolls it into view and rests
+                                                                                 the mouse on it; no direction)
+    screenshot()          -> take_screenshot {pageId, format: png}              (inline image, viewport only)
+    snapshot()            -> take_snapshot {pageId}                             (structured JSON, see snapshot.py)
+
+Refused before anything is sent, because no single upstream call does it:
+- `type` with `submit` (`fill` has no submit; `type_text` has a submit key but types into whatever is focused, so
+  focusing first would be a second call) -> BackendError("element");
+- `press` with a ref (the upstream presses on the focused element only) -> BackendError("upstream");
+- `scroll` without a ref, and a point scroll (the upstream has no wheel or scroll tool; the keyboard would be a
+  write to the focused element) -> BackendError("upstream");
+- `select` of several values, or on anything but a combobox (`fill` selects one option of a native select by label;
+  on a checkbox it would toggle it) -> BackendError("element"); `type` into a checkbox/radio/switch likewise;
+- `type` of text with a line break: Puppeteer's `fill` types a value under 100 characters key by key, and "\n" is
+  an Enter key press, which submits a form (a write nobody asked for) -> BackendError("element").
+
+The page: chrome-devtools-mcp routes every page tool by a required `pageId`, an id it assigns itself, counting from 1
+per process as it discovers pages. Behind the scoped gateway it discovers exactly one page, the bound one, so the
+adapter fixes `PAGE_ID = 1` and never calls `list_pages`, `select_page`, `new_page` or `close_page` (none is
+allowlisted). If the page goes, "No page found" (or the reconnect note: ids changed) is target_lost, sticky.
+
+Failures the upstream reports as success are turned into errors: `navigate_page` answers "Unable to navigate ...:
+<why>" for a failed or timed-out navigation without `isError` (-> timeout, target_lost or upstream by <why>).
+Its post-action wait (up to 3 s for a navigation the action started, then for a quiet DOM) has no failure signal at
+all: a click whose navigation is still pending after it answers "Successfully clicked", and the runtime's own
+re-observation shows the page as it is (as with the default backend).
+
+Uids go upstream only if they match the upstream's uid syntax (`3_14`). Nothing else ever addresses an element.
+
+Flags: the gateway's endpoint (`--browserUrl`), no usage statistics, no CrUX, no update checks, no config discovery;
+categories performance, network, emulation and memory off; no JavaScript evaluation; no file: navigations; no
+source maps (DevTools would fetch them from the page's server); structured content (the only safe snapshot format);
+vision (click_at); file tools restricted to the workdir. HOME, TMPDIR and XDG_* point into the workdir.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+
+from backends.chrome_devtools_mcp.client import ALLOWLIST, LABEL, UpstreamClient
+from backends.chrome_devtools_mcp.errors import navigation_failure, upstream_error
+from backends.chrome_devtools_mcp.snapshot import UID, SnapshotFormatError, parse_snapshot
+from backends.common.normalize import CHECKABLE_ROLES
+from backends.common.watch import TargetWatcher
+from runtime.backend import BackendConfig, BackendError, Element, Snapshot
+from runtime.models import Action
+
+log = logging.getLogger(__name__)
+
+EXECUTABLE = "chrome-devtools-mcp"
+PAGE_ID = 1
+"""The bound page's id upstream: the first and only page it discovers behind the gateway (see the module doc)."""
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+KEY_CHARACTERS = frozenset("\r\n\x00")
+"""Characters Puppeteer's `fill` (which types values under 100 characters key by key) sends as key presses:
+Enter, Enter, NumpadDecimal."""
+ENV = {
+    "CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS": "1",  # no Clearcut telemetry
+    "CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS": "1",  # no npm registry check, no detached checker process
+    "CHROME_DEVTOOLS_MCP_NO_CONFIG_DISCOVERY": "1",  # no ~/.config/cd4a/config.json (could re-enable tools)
+}
+
+
+class ChromeDevToolsMCPBackend:
+    name = "chrome_devtools_mcp"
+
+    def __init__(
+        self,
+        config: BackendConfig,
+        *,
+        call_timeout: float = 30.0,
+        navigation_timeout: float = 12.0,
+        start_timeout: float = 30.0,
+        watch_target: bool = True,
+    ) -> None:
+        """`navigation_timeout` bounds the upstream's `goto` (which waits for `load`); its post-action wait may take
+        as long again plus 3 s, so 2 x 12 + 3 = 27 s keeps the upstream's own answer inside `call_timeout`."""
+        self.config = config
+        self.call_timeout = call_timeout
+        self.navigation_timeout = navigation_timeout
+        self.start_timeout = start_timeout
+        self.watch_target = watch_target
+        self.workdir = Path(config.workdir).resolve()
+        self.client: UpstreamClient | None = None
+        self.watcher: TargetWatcher | None = None
+        self._lost: str | None = None  # sticky: once the bound page is gone, nothing more goes upstream
+
+    # -- process -------------------------------------------------------------------------------------------------
+
+    def command(self) -> tuple[Path, list[str], dict[str, str]]:
+        """The executable, its flags and the env overrides of the child (the SDK adds PATH, LOGNAME, USER, ...)."""
+        wd = self.workdir
+        args = [
+            "--browserUrl",
+            self.config.cdp_endpoint,
+            "--no-usage-statistics",
+            "--no-performance-crux",
+            "--no-category-performance",
+            "--no-category-network",
+            "--no-category-emulation",
+            "--no-category-memory",
+            "--no-javascript-evaluation",
+            "--no-file-navigations",
+            "--no-source-maps",
+            "--experimentalStructuredContent",
+            "--experimentalVision",
+            "--screenshotFormat",
+            "png",
+            "--filesystemRoot",
+            str(wd / "files"),
+        ]
+        env = {
+            "HOME": str(wd / "home"),
+            "TMPDIR": str(wd / "tmp"),
+            "XDG_CACHE_HOME": str(wd / "cache"),
+            "XDG_CONFIG_HOME": str(wd / "config"),
+            "XDG_DATA_HOME": str(wd / "data"),
+            "XDG_RUNTIME_DIR": str(wd / "run"),
+            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            **ENV,
+        }
+        return Path(self.config.node_bin) / EXECUTABLE, args, env
+
+    @property
+    def pid(self) -> int | None:
+        return self.client.pid if self.client is not None else None
+
+    async def start(self) -> None:
+        if self.client is not None:
+            raise RuntimeError("backend already started")
+        if not os.access(Path(self.config.node_bin) / EXECUTABLE, os.X_OK):
+            raise BackendError("upstream", f"{EXECUTABLE} is not installed in {self.config.node_bin} (npm ci)")
+        executable, args, env = self.command()
+        self.client = UpstreamClient(
+            executable,
+            args,
+            cwd=self.workdir,
+            env=env,
+            marker=str(self.workdir / "files"),
+            call_timeout=self.call_timeout,
+            start_timeout=self.start_timeout,
+            stderr_path=self.workdir / "chrome-devtools-mcp.stderr.log",
+        )
+        try:  # a cancelled or failed start leaves nothing running
+            for sub in ("home", "tmp", "cache", "config", "data", "run", "files"):
+                (self.workdir / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+            if self.watch_target:
+                await self._start_watcher()
+            tools = await self.client.start()
+            missing = sorted(ALLOWLIST - tools)
+            if missing:
+                raise BackendError("upstream", f"{LABEL} lacks allowlisted tools: {', '.join(missing)}")
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start_watcher(self) -> None:
+        watcher = self.watcher = TargetWatcher(self.config.cdp_endpoint, label=LABEL)
+        try:
+            if await watcher.start() is None:
+                log.warning("%s: the CDP endpoint shows no single page; target loss via errors only", self.name)
+        except Exception as exc:  # e.g. an endpoint that refuses discovery: degrade to the upstream's error texts
+            log.warning("%s: cannot watch the target (%r); target loss via errors only", self.name, exc)
+            self.watcher = None
+            await watcher.close()
+
+    async def close(self) -> None:
+        client, self.client = self.client, None
+        watcher, self.watcher = self.watcher, None
+        try:
+            if client is not None:
+                await client.close()
+        finally:
+            if watcher is not None:
+                await watcher.close()
+
+    # -- calls ---------------------------------------------------------------------------------------------------
+
+    def _check_target(self) -> None:
+        if self._lost is None and self.watcher is not None and self.watcher.lost is not None:
+            self._lost = self.watcher.lost
+        if self._lost is not None:
+            raise BackendError("target_lost", self._lost)
+
+    async def _call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        if self.client is None:
+            raise BackendError("upstream", "backend not started")
+        self._check_target()
+        result = await self.client.call(name, {"pageId": PAGE_ID, **arguments})
+        # The answer may be about a page that is gone by now: check again.
+        self._check_target()
+        text = _text(result)
+        error: BackendError | None = None
+        if result.is_error:  # the thrown message, without the sections the upstream appends (open dialog, pages)
+            message = _structured(result).get("errorMessage")
+            error = upstream_error(message if isinstance(message, str) and message else text)
+        elif _structured(result).get("reconnected"):
+            error = BackendError("target_lost", "the upstream reconnected to the browser; its page ids changed")
+        elif name == "navigate_page":
+            error = navigation_failure(text)
+        if error is not None:
+            if error.kind == "target_lost":
+                self._lost = str(error)
+            raise error
+        return result
+
+    async def snapshot(self) -> Snapshot:
+        result = await self._call("take_snapshot", {})
+        try:
+            return parse_snapshot(_structured(result), _text(result))
+        except SnapshotFormatError as exc:
+            raise BackendError("upstream", f"unreadable take_snapshot answer: {exc}") from None
+
+    async def act(self, action: Action, element: Element | None) -> None:
+        name, arguments = self.upstream_call(action, element)
+        await self._call(name, arguments)
+
+    def upstream_call(self, action: Action, element: Element | None) -> tuple[str, dict[str, Any]]:
+        """The one upstream (tool, arguments) for a canonical Action, without the fixed pageId. Pure; raises
+        BackendError if none fits."""
+        kind = action.type
+        if action.is_point:
+            if kind == "click":
+                return "click_at", {"x": action.x, "y": action.y}
+            raise BackendError("upstream", f"{self.name} cannot {kind} at a point in one upstream call")
+        if kind == "navigate":
+            return "navigate_page", {
+                "type": "url",
+                "url": action.url,
+                "timeout": int(self.navigation_timeout * 1000),
+                "handleBeforeUnload": "accept",
+            }
+        if kind == "press":
+            if action.ref is not None or element is not None:
+                raise BackendError("upstream", f"{self.name} presses keys on the focused element only (no ref)")
+            return "press_key", {"key": action.key}
+        if kind == "scroll" and action.ref is None and element is None:
+            raise BackendError("upstream", f"{self.name} has no scroll tool: scroll to a ref instead")
+        ref = element.ref if element is not None else action.ref
+        if ref is None or not UID.fullmatch(ref):
+            raise BackendError("element", f"not a {self.name} snapshot uid: {ref!r}")
+        role = element.role if element is not None else None
+        if kind == "click":
+            return "click", {"uid": ref}
+        if kind == "type":
+            if action.submit:
+                raise BackendError(
+                    "element",
+                    f"{self.name} cannot type and submit in one call (fill has no submit; type_text types into "
+                    "the focused element): type without submit, then press Enter",
+                )
+            if role in CHECKABLE_ROLES:
+                raise BackendError("element", f"cannot type into a {role}; click it")
+            if any(ch in (action.text or "") for ch in KEY_CHARACTERS):
+                raise BackendError(
+                    "element",
+                    f"{self.name} types short text key by key, where a line break is an Enter key press (it would "
+                    "submit a form): type one line, then press Enter if that is what you want",
+                )
+            return "fill", {"uid": ref, "value": action.text}
+        if kind == "select":
+            values = list(action.values or [])
+            if role is not None and role != "combobox":
+                raise BackendError("element", f"{self.name} selects options of a combobox (<select>), not a {role}")
+            if len(values) != 1:
+                raise BackendError("element", f"{self.name} selects exactly one option per call, by its label")
+            return "fill", {"uid": ref, "value": values[0]}
+        if kind == "scroll":
+            return "hover", {"uid": ref}
+        raise BackendError("upstream", f"unsupported action type {kind!r}")
+
+    async def screenshot(self) -> bytes:
+        result = await self._call("take_screenshot", {"format": "png"})
+        images = [c for c in result.content if isinstance(c, types.ImageContent)]
+        if len(images) != 1:
+            raise BackendError("upstream", f"take_screenshot returned {len(images)} images")
+        data = base64.b64decode(images[0].data)
+        if not data.startswith(PNG_MAGIC):
+            raise BackendError("upstream", f"take_screenshot returned {images[0].mime_type}, not a PNG")
+        return data
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+def _structured(result: types.CallToolResult) -> Mapping[str, Any]:
+    structured = result.structured_content
+    return structured if isinstance(structured, Mapping) else {}

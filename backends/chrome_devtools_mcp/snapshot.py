@@ -1,0 +1,139 @@
+"""Parse a `take_snapshot` answer of chrome-devtools-mcp 1.11.0 into a normalized `Snapshot`.
+
+The upstream answers twice: as text (`## Latest page snapshot`, then one `uid=1_2 role "name" attr="value"` line
+per node) and, with `--experimentalStructuredContent`, as `structuredContent.snapshot`, the same tree as JSON:
+
+    {"id": "1_0", "role": "RootWebArea", "name": <title>, "url": <url>, "children": [
+        {"id": "1_17", "role": "textbox", "name": "Full name", "value": "Ada", "required": true},
+        {"id": "1_16", "role": "StaticText", "name": "Full name"}, ...]}
+
+Only the JSON is parsed. The text is not a grammar: names and values are written between quotes *unescaped*
+(`value="Ada "Countess""`), and a name may contain a newline, so page text could forge whole element lines there.
+
+The tree is Puppeteer's "interesting" AX tree with Chromium's role names; it is mapped onto the shared `AriaNode`
+vocabulary and normalized by `backends.common.normalize`, so the agent reads what it reads from the default backend:
+
+- `StaticText` -> a text node; `image` -> `img`; structural roles (`generic`, `none`, `LabelText`, ...) pass
+  through and only their children count; `LineBreak`/`ListMarker` are dropped;
+- `checked`/`pressed` (`true` or `"mixed"`), `disabled`, `selected`, heading `level` -> attrs; `value` of a textbox,
+  searchbox, spinbutton, slider or combobox -> its inline text (the current value);
+- the root `RootWebArea` gives url and title; a frame's own `RootWebArea` (inside an `Iframe`) is a container.
+
+Uids are `<snapshot>_<n>`, and a node keeps its uid across snapshots while it lives. The upstream keys that reuse on
+`loaderId_backendNodeId`, which is not unique across an out-of-process iframe: in one snapshot the same uid can name
+two nodes (seen: a main-frame textbox and a textbox in a cross-site iframe), and the upstream then resolves it to
+whichever came last. Such a uid addresses nothing reliably, so every node that carries it loses its ref (it stays
+readable as text, marked as not addressable).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from backends.common.normalize import INTERACTIVE_ROLES, VALUE_ROLES, AriaNode, compact, normalize
+from runtime.backend import Snapshot
+
+__all__ = ["UID", "SnapshotFormatError", "nodes_of", "parse_snapshot", "parse_tree"]
+
+UID = re.compile(r"^\d+_\d+$")
+"""The upstream's uid syntax. The adapter sends nothing else as a uid."""
+
+ROLE_MAP = {"image": "img", "StaticText": "text", "RootWebArea": "document", "Iframe": "iframe"}
+DROPPED_ROLES = frozenset({"LineBreak", "ListMarker", "InlineTextBox"})
+
+
+class SnapshotFormatError(ValueError):
+    """The upstream answer does not have the shape this parser knows."""
+
+
+def nodes_of(tree: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """Every node of the JSON tree, in document order."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        children = node.get("children") or []
+        if not isinstance(children, list):
+            raise SnapshotFormatError(f"children of {node.get('id')!r} is not a list")
+        stack.extend(reversed(children))
+
+
+def _str(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return ""
+    return str(value)
+
+
+def _attrs(node: Mapping[str, Any], ref: str | None) -> dict[str, str]:
+    attrs: dict[str, str] = {}
+    if ref is not None:
+        attrs["ref"] = ref
+    for state in ("checked", "pressed"):
+        value = node.get(state)
+        if value is True:
+            attrs[state] = ""
+        elif value == "mixed":
+            attrs[state] = "mixed"
+    if node.get("disabled") is True:
+        attrs["disabled"] = ""
+    if node.get("selected") is True:
+        attrs["selected"] = ""
+    if "level" in node:
+        attrs["level"] = _str(node["level"])
+    return attrs
+
+
+def _convert(node: Mapping[str, Any], depth: int, ambiguous: set[str], parent: str = "") -> AriaNode | None:
+    raw_role = node.get("role")
+    if not isinstance(raw_role, str) or raw_role in DROPPED_ROLES:
+        return None
+    role = ROLE_MAP.get(raw_role, raw_role)
+    name = _str(node.get("name"))
+    uid = node.get("id")
+    if not isinstance(uid, str) or not UID.fullmatch(uid):
+        raise SnapshotFormatError(f"node without a uid: {str(node)[:80]}")
+    if role == "text":
+        return AriaNode("text", text=name, depth=depth)
+    value = _str(node.get("value")) or None
+    children = [
+        converted
+        for child in node.get("children") or []
+        if (converted := _convert(child, depth + 1, ambiguous, role)) is not None
+    ]
+    # A native select's options are its value and its choices, read as text (as from the default backend), not
+    # elements: the canonical action on them is `select` on the combobox.
+    choice = role == "option" and parent == "combobox"
+    if uid in ambiguous and role in INTERACTIVE_ROLES and not choice:
+        # Not addressable: keep what it says, without a ref the agent could use.
+        label = " ".join(p for p in (role, name, value if role in VALUE_ROLES else None) if p)
+        note = AriaNode("text", text=f"{label} (not addressable)", depth=depth)
+        rest = [c for c in children if not (c.role == "text" and compact(c.text or "") == compact(name))]
+        return AriaNode("generic", depth=depth, children=[note, *rest])
+    ref = None if uid in ambiguous or choice else uid
+    text = value if role in VALUE_ROLES else None
+    props = {"url": _str(node["url"])} if "url" in node else {}
+    return AriaNode(role, name, _attrs(node, ref), text, props, children, depth)
+
+
+def parse_tree(tree: Mapping[str, Any]) -> tuple[str, str, list[AriaNode]]:
+    """(url, title, forest) of a structured snapshot tree."""
+    if not isinstance(tree, Mapping) or tree.get("role") != "RootWebArea":
+        raise SnapshotFormatError("the snapshot root is not a RootWebArea")
+    counts = Counter(node.get("id") for node in nodes_of(tree))
+    ambiguous = {uid for uid, n in counts.items() if isinstance(uid, str) and n > 1}
+    root = _convert(tree, 0, ambiguous)
+    assert root is not None
+    return _str(tree.get("url")), _str(tree.get("name")), root.children
+
+
+def parse_snapshot(structured: Mapping[str, Any] | None, text: str) -> Snapshot:
+    """A whole `take_snapshot` answer (structured content + its text) -> Snapshot."""
+    if not structured or "snapshot" not in structured:
+        raise SnapshotFormatError("no structuredContent.snapshot in the answer (--experimentalStructuredContent off?)")
+    url, title, roots = parse_tree(structured["snapshot"])
+    # No dialog handling here: while a JavaScript dialog is open the upstream refuses take_snapshot ("A dialog is
+    # open (confirm: ...)"), so an answer with a snapshot never has one.
+    return normalize(url, title, roots, upstream_chars=len(text))

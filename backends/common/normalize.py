@@ -1,0 +1,227 @@
+"""Normalize an upstream's accessibility tree into the runtime's `Snapshot`: one shape, whatever the backend.
+
+Each backend parses its upstream's own format (Playwright's ARIA YAML, chrome-devtools-mcp's AX JSON) into a forest
+of `AriaNode`s; everything after that is here, so the agent reads the same text-with-refs from every backend:
+
+- interactive roles with a ref become `Element`s (role, name, value, checked, disabled, depth), in document order;
+- headings, text and the names of labelling containers become the bounded `text`, with a label that sits right
+  next to its own control, and repeated lines, dropped;
+- a select's options are readable as text; nothing under `aria-hidden` counts.
+
+An `AriaNode` carries Playwright's vocabulary: `attrs` holds `ref`, `checked` (`""` or `"mixed"`), `disabled`,
+`selected`, `pressed`, `level`, `aria-hidden`; `text` is the node's single inline text (a textbox's value, a
+button's label); role `text` is a text node.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from runtime.backend import Element, Snapshot
+
+INTERACTIVE_ROLES = frozenset(
+    {
+        "button",
+        "link",
+        "textbox",
+        "searchbox",
+        "checkbox",
+        "radio",
+        "combobox",
+        "listbox",
+        "option",
+        "menuitem",
+        "menuitemcheckbox",
+        "menuitemradio",
+        "tab",
+        "switch",
+        "slider",
+        "spinbutton",
+        "treeitem",
+        "gridcell",
+    }
+)
+# Roles whose state is a checked flag; absent [checked] means unchecked.
+CHECKABLE_ROLES = frozenset({"checkbox", "radio", "switch", "menuitemcheckbox", "menuitemradio"})
+# Roles whose single text child is the current value, not a label.
+VALUE_ROLES = frozenset({"textbox", "searchbox", "spinbutton", "slider", "combobox"})
+# Container roles whose accessible name is worth keeping as text (it labels what follows).
+NAMED_TEXT_ROLES = frozenset(
+    {
+        "group",
+        "radiogroup",
+        "region",
+        "dialog",
+        "alertdialog",
+        "alert",
+        "status",
+        "log",
+        "note",
+        "tooltip",
+        "table",
+        "figure",
+        "img",
+        "tabpanel",
+        "cell",
+        "columnheader",
+        "rowheader",
+        "caption",
+        "term",
+        "definition",
+        "blockquote",
+        "math",
+    }
+)
+LIVE_ROLES = frozenset({"status", "alert", "log"})
+
+_NOISE = re.compile(r"^[\W_]{0,2}$")  # separators such as "·", "›", "|"
+
+
+@dataclass
+class AriaNode:
+    role: str
+    name: str = ""
+    attrs: dict[str, str] = field(default_factory=dict)
+    text: str | None = None  # the single inline text child (`- key: text`)
+    props: dict[str, str] = field(default_factory=dict)
+    children: list[AriaNode] = field(default_factory=list)
+    depth: int = 0
+
+    @property
+    def ref(self) -> str | None:
+        return self.attrs.get("ref")
+
+
+def compact(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _element(node: AriaNode) -> Element:
+    value: str | None = None
+    if node.role == "combobox" or node.role == "listbox":
+        selected = [c.name for c in node.children if c.role == "option" and "selected" in c.attrs]
+        value = ", ".join(selected) if selected else node.text
+    elif node.role in VALUE_ROLES:
+        value = node.text
+    checked: bool | None = None
+    if node.role in CHECKABLE_ROLES or "checked" in node.attrs:
+        state = node.attrs.get("checked")
+        checked = None if state == "mixed" else state is not None
+    elif "pressed" in node.attrs:
+        checked = None if node.attrs["pressed"] == "mixed" else True
+    return Element(
+        ref=node.ref or "",
+        role=node.role,
+        name=compact(node.name),
+        value=compact(value) if value is not None else None,
+        checked=checked,
+        disabled="disabled" in node.attrs,
+        level=node.depth,
+    )
+
+
+@dataclass
+class _Walk:
+    elements: list[Element] = field(default_factory=list)
+    # Document-order stream of text lines and element names, for de-duplicating labels next to their control.
+    stream: list[tuple[str, str]] = field(default_factory=list)
+
+    def text(self, line: str) -> None:
+        line = compact(line)
+        if line and not _NOISE.match(line):
+            self.stream.append(("text", line))
+
+    def visit(self, node: AriaNode) -> None:
+        if "aria-hidden" in node.attrs:
+            return
+        if node.role == "text":
+            self.text(node.text or "")
+            return
+        if node.ref and node.role in INTERACTIVE_ROLES:
+            element = _element(node)
+            self.elements.append(element)
+            self.stream.append(("element", element.name))
+            options = [c.name for c in node.children if c.role == "option" and not c.ref]
+            if options:
+                self.text(f"{node.role} {json.dumps(element.name, ensure_ascii=False)} options: " + " | ".join(options))
+            for child in node.children:  # interactive content nested inside (rare, e.g. a link in a cell)
+                if child.role != "option" or child.ref:
+                    self._visit_nested(child)
+            return
+        if node.role == "heading":
+            level = int(node.attrs.get("level") or 2)
+            label = node.name or node.text or self._flat(node)
+            if label:
+                self.text("#" * max(1, min(level, 6)) + " " + label)
+            for child in node.children:
+                self._visit_nested(child)
+            return
+        prefix = f"[{node.role}] " if node.role in LIVE_ROLES else ""
+        if node.name and node.role in NAMED_TEXT_ROLES:
+            self.text(prefix + node.name + (f": {node.text}" if node.text else ""))
+        elif node.text is not None:
+            self.text(prefix + node.text)
+        for child in node.children:
+            self.visit(child)
+
+    def _visit_nested(self, node: AriaNode) -> None:
+        """Inside an element or heading, only further interactive elements matter (their text is the name)."""
+        if "aria-hidden" in node.attrs:
+            return
+        if node.ref and node.role in INTERACTIVE_ROLES:
+            self.visit(node)
+            return
+        for child in node.children:
+            self._visit_nested(child)
+
+    @staticmethod
+    def _flat(node: AriaNode) -> str:
+        """The readable content under a node: names and texts of its descendants."""
+        parts = [node.text or ""]
+        for child in node.children:
+            if "aria-hidden" not in child.attrs:
+                parts.append(child.text or "" if child.role == "text" else child.name or _Walk._flat(child))
+        return " ".join(p for p in parts if p)
+
+    def text_block(self) -> str:
+        lines: list[str] = []
+        for i, (kind, value) in enumerate(self.stream):
+            if kind != "text":
+                continue
+            around = (self.stream[j] for j in (i - 1, i + 1) if 0 <= j < len(self.stream))
+            neighbours = {name for what, name in around if what == "element"}
+            if value in neighbours or (lines and lines[-1] == value):
+                continue  # a label repeated next to its control, or a repeated line
+            lines.append(value)
+        return "\n".join(lines)
+
+
+def normalize(url: str, title: str, roots: list[AriaNode], upstream_chars: int = 0) -> Snapshot:
+    walk = _Walk()
+    for root in roots:
+        walk.visit(root)
+    return Snapshot(
+        url=url,
+        title=title,
+        text=walk.text_block(),
+        elements=tuple(walk.elements),
+        upstream_chars=upstream_chars,
+    )
+
+
+def render(snapshot: Snapshot) -> str:
+    """A compact text rendering of a Snapshot (what a model would read), used for cost comparisons."""
+    lines = [f"url: {snapshot.url}", f"title: {snapshot.title}", "elements:"]
+    for e in snapshot.elements:
+        line = f"{e.ref} {e.role} {json.dumps(e.name, ensure_ascii=False)}"
+        if e.value:
+            line += f" = {json.dumps(e.value, ensure_ascii=False)}"
+        if e.checked:
+            line += " [checked]"
+        if e.disabled:
+            line += " [disabled]"
+        lines.append(line)
+    lines += ["text:", snapshot.text]
+    return "\n".join(lines)

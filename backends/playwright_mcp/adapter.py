@@ -1,0 +1,261 @@
+"""PlaywrightMCPBackend: the `Backend` contract over the official @playwright/mcp 0.0.83, a private stdio child.
+
+Action mapping (exactly one upstream tool call per canonical Action; nothing else is ever sent):
+
+    click  (ref)          -> browser_click {target: ref}
+    click  (x, y)         -> browser_mouse_click_xy {x, y}                      (--caps vision)
+    type                  -> browser_type {target: ref, text, submit}           (fill, then Enter if submit)
+    press  (no ref)       -> browser_press_key {key}                            (to the focused element)
+    select                -> browser_select_option {target: ref, values}
+    navigate              -> browser_navigate {url}
+    scroll (no ref)       -> browser_mouse_wheel {deltaX, deltaY}               (--caps vision; ±SCROLL_STEP px,
+                                                                                 at the current mouse position)
+    scroll (ref)          -> browser_hover {target: ref}                        (scrolls it into view and rests
+                                                                                 the mouse on it; no direction)
+    screenshot()          -> browser_take_screenshot {type: png, scale: css}    (inline image, viewport only)
+    snapshot()            -> browser_snapshot {}                                (inline ARIA YAML)
+
+Not expressible as one upstream call, so refused with BackendError("upstream") before anything is sent:
+`press` with a ref (the upstream only presses on the focused element; focusing first would be a second call) and
+a point scroll (the wheel tool has no position; moving the mouse first would be a second call).
+
+Refs go upstream only if they match the upstream's ref syntax (`e12`, `f1e3`): `target` also accepts CSS and
+Playwright selectors, which would let text from elsewhere address arbitrary elements.
+
+Flags: `--snapshot-mode none` (actions do not snapshot, so nothing is written to disk and no CDP calls are spent
+on it), `--codegen none`, `--no-webmcp` (pages could otherwise register callable tools), `--caps vision` (point
+click, wheel), `--output-dir` inside the workdir, explicit action/navigation timeouts below the call timeout.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+
+from backends.common.watch import TargetWatcher
+from backends.playwright_mcp.client import ALLOWLIST, UpstreamClient
+from backends.playwright_mcp.errors import upstream_error
+from backends.playwright_mcp.snapshot import REF, SnapshotFormatError, parse_snapshot_answer
+from runtime.backend import BackendConfig, BackendError, Element, Snapshot
+from runtime.models import Action
+
+log = logging.getLogger(__name__)
+
+EXECUTABLE = "playwright-mcp"
+SCROLL_STEP = 600  # CSS px per scroll action (about one viewport of a small window)
+SOCKETS_DIR_MAX = 60
+"""Playwright puts a unix socket at `<dir>/browser/<21 chars>` and refuses paths over 103 bytes (sun_path)."""
+WHEEL = {"up": (0, -SCROLL_STEP), "down": (0, SCROLL_STEP), "left": (-SCROLL_STEP, 0), "right": (SCROLL_STEP, 0)}
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+class PlaywrightMCPBackend:
+    name = "playwright_mcp"
+
+    def __init__(
+        self,
+        config: BackendConfig,
+        *,
+        call_timeout: float = 30.0,
+        action_timeout: float = 5.0,
+        navigation_timeout: float = 20.0,
+        start_timeout: float = 30.0,
+        watch_target: bool = True,
+    ) -> None:
+        self.config = config
+        self.call_timeout = call_timeout
+        self.action_timeout = action_timeout
+        self.navigation_timeout = navigation_timeout
+        self.start_timeout = start_timeout
+        self.watch_target = watch_target
+        self.workdir = Path(config.workdir).resolve()
+        self.client: UpstreamClient | None = None
+        self.watcher: TargetWatcher | None = None
+        self._lost: str | None = None  # sticky: once the bound page is gone, nothing more goes upstream
+        self._sockets_dir: Path | None = None
+        self._own_sockets_dir = False  # created outside the workdir (it was too deep for a socket path)
+
+    # -- process -------------------------------------------------------------------------------------------------
+
+    def command(self) -> tuple[Path, list[str], dict[str, str]]:
+        """The executable, its flags and the env overrides of the child (the SDK adds PATH, LOGNAME, USER, ...)."""
+        wd = self.workdir
+        args = [
+            "--cdp-endpoint",
+            self.config.cdp_endpoint,
+            "--caps",
+            "vision",
+            "--snapshot-mode",
+            "none",
+            "--codegen",
+            "none",
+            "--no-webmcp",
+            "--image-responses",
+            "allow",
+            "--output-dir",
+            str(wd / "output"),
+            "--output-max-size",
+            str(32 * 1024 * 1024),
+            "--timeout-action",
+            str(int(self.action_timeout * 1000)),
+            "--timeout-navigation",
+            str(int(self.navigation_timeout * 1000)),
+            "--cdp-timeout",
+            str(int(min(self.start_timeout, self.call_timeout) * 1000)),
+        ]
+        env = {
+            "HOME": str(wd / "home"),
+            "TMPDIR": str(wd / "tmp"),  # node's temp files
+            "XDG_CACHE_HOME": str(wd / "cache"),  # its registry file (ms-playwright/b/)
+            "XDG_CONFIG_HOME": str(wd / "config"),
+            "XDG_DATA_HOME": str(wd / "data"),
+            # Its unix socket (`browser/*.sock`); $TMPDIR/pw-<hash> unless set. Must stay short (see start()).
+            "PWTEST_SOCKETS_DIR": str(self._sockets_dir or wd / "s"),
+            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1",
+        }
+        return Path(self.config.node_bin) / EXECUTABLE, args, env
+
+    @property
+    def pid(self) -> int | None:
+        return self.client.pid if self.client is not None else None
+
+    async def start(self) -> None:
+        if self.client is not None:
+            raise RuntimeError("backend already started")
+        if not os.access(Path(self.config.node_bin) / EXECUTABLE, os.X_OK):
+            raise BackendError("upstream", f"{EXECUTABLE} is not installed in {self.config.node_bin} (npm ci)")
+        self._sockets_dir = self.workdir / "s"
+        if len(os.fsencode(self._sockets_dir)) > SOCKETS_DIR_MAX:  # a deep workdir: a short private dir instead
+            self._sockets_dir = Path(tempfile.mkdtemp(prefix="cu-pw-"))
+            self._own_sockets_dir = True
+        executable, args, env = self.command()
+        self.client = UpstreamClient(
+            executable,
+            args,
+            cwd=self.workdir,
+            env=env,
+            marker=str(self.workdir / "output"),
+            call_timeout=self.call_timeout,
+            start_timeout=self.start_timeout,
+            stderr_path=self.workdir / "playwright-mcp.stderr.log",
+        )
+        try:  # a cancelled or failed start leaves nothing running
+            for sub in ("home", "tmp", "cache", "config", "data", "output"):
+                (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+            self._sockets_dir.mkdir(mode=0o700, exist_ok=True)
+            if self.watch_target:
+                await self._start_watcher()
+            tools = await self.client.start()
+            missing = sorted(ALLOWLIST - tools)
+            if missing:
+                raise BackendError("upstream", f"playwright-mcp lacks allowlisted tools: {', '.join(missing)}")
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start_watcher(self) -> None:
+        watcher = self.watcher = TargetWatcher(self.config.cdp_endpoint, label=EXECUTABLE)
+        try:
+            if await watcher.start() is None:
+                log.warning("playwright_mcp: the CDP endpoint shows no single page; target loss via errors only")
+        except Exception as exc:  # e.g. an endpoint that refuses discovery: degrade to the upstream's error texts
+            log.warning("playwright_mcp: cannot watch the target (%r); target loss via errors only", exc)
+            self.watcher = None
+            await watcher.close()
+
+    async def close(self) -> None:
+        client, self.client = self.client, None
+        watcher, self.watcher = self.watcher, None
+        try:
+            if client is not None:
+                await client.close()
+        finally:
+            if watcher is not None:
+                await watcher.close()
+            if self._own_sockets_dir and self._sockets_dir is not None:
+                shutil.rmtree(self._sockets_dir, ignore_errors=True)
+                self._own_sockets_dir = False
+
+    # -- calls ---------------------------------------------------------------------------------------------------
+
+    def _check_target(self) -> None:
+        if self._lost is None and self.watcher is not None and self.watcher.lost is not None:
+            self._lost = self.watcher.lost
+        if self._lost is not None:
+            raise BackendError("target_lost", self._lost)
+
+    async def _call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        if self.client is None:
+            raise BackendError("upstream", "backend not started")
+        self._check_target()
+        result = await self.client.call(name, arguments)
+        # The answer may be about a page the upstream opened after ours was gone: check again.
+        self._check_target()
+        if result.is_error:
+            error = upstream_error(_text(result))
+            if error.kind == "target_lost":
+                self._lost = str(error)
+            raise error
+        return result
+
+    async def snapshot(self) -> Snapshot:
+        result = await self._call("browser_snapshot", {})
+        try:
+            return parse_snapshot_answer(_text(result), self.workdir)
+        except (SnapshotFormatError, OSError) as exc:
+            raise BackendError("upstream", f"unreadable browser_snapshot answer: {exc}") from None
+
+    async def act(self, action: Action, element: Element | None) -> None:
+        name, arguments = self.upstream_call(action, element)
+        await self._call(name, arguments)
+
+    def upstream_call(self, action: Action, element: Element | None) -> tuple[str, dict[str, Any]]:
+        """The one upstream (tool, arguments) for a canonical Action. Pure; raises BackendError if none fits."""
+        kind = action.type
+        if action.is_point:
+            if kind == "click":
+                return "browser_mouse_click_xy", {"x": action.x, "y": action.y}
+            raise BackendError("upstream", f"playwright_mcp cannot {kind} at a point in one upstream call")
+        if kind == "navigate":
+            return "browser_navigate", {"url": action.url}
+        if kind == "press":
+            if action.ref is not None or element is not None:
+                raise BackendError("upstream", "playwright_mcp presses keys on the focused element only (no ref)")
+            return "browser_press_key", {"key": action.key}
+        if kind == "scroll" and action.ref is None and element is None:
+            dx, dy = WHEEL[action.direction or "down"]
+            return "browser_mouse_wheel", {"deltaX": dx, "deltaY": dy}
+        ref = element.ref if element is not None else action.ref
+        if ref is None or not REF.fullmatch(ref):
+            raise BackendError("element", f"not a playwright_mcp snapshot ref: {ref!r}")
+        if kind == "click":
+            return "browser_click", {"target": ref}
+        if kind == "type":
+            return "browser_type", {"target": ref, "text": action.text, "submit": action.submit}
+        if kind == "select":
+            return "browser_select_option", {"target": ref, "values": list(action.values or [])}
+        if kind == "scroll":
+            return "browser_hover", {"target": ref}
+        raise BackendError("upstream", f"unsupported action type {kind!r}")
+
+    async def screenshot(self) -> bytes:
+        result = await self._call("browser_take_screenshot", {"type": "png", "scale": "css"})
+        images = [c for c in result.content if isinstance(c, types.ImageContent)]
+        if len(images) != 1:
+            raise BackendError("upstream", f"browser_take_screenshot returned {len(images)} images")
+        data = base64.b64decode(images[0].data)
+        if not data.startswith(PNG_MAGIC):
+            raise BackendError("upstream", f"browser_take_screenshot returned {images[0].mime_type}, not a PNG")
+        return data
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))

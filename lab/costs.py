@@ -1,0 +1,33 @@
+"""`python -m lab.costs`: the cost summary of the last run, from the figures suites left in reports/costs/.
+
+One line per figure: tokens the model pays (tools/list, observations), screenshots, and the act latency ratio
+against the raw upstream, each beside its budget.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+COSTS = Path("reports/costs")
+
+
+def _line(name: str, figures: dict[str, object]) -> str:
+    shown = ", ".join(f"{key}={value}" for key, value in figures.items())
+    return f"  {name:<34} {shown}"
+
+
+def main() -> int:
+    files = sorted(COSTS.glob("*.json")) if COSTS.is_dir() else []
+    if not files:
+        print("lab.costs: no cost figures in reports/costs (run the budgets and bench suites first)")
+        return 2
+    print("cost summary (o200k tokens; medians in seconds):")
+    for path in files:
+        print(_line(path.stem, json.loads(path.read_text(encoding="utf-8"))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Assembling the runtime: one browser connection, the Page Registry, the host's context store, the service and
+its MCP server. Used by `computer-use serve` and, in-process, by the lab.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from runtime.capability.host import ContextStore, Host
+from runtime.cdp import CDPConnection
+from runtime.mcp.server import ComputerUseServer, build_server
+from runtime.models import Page
+from runtime.probe import read_preview
+from runtime.registry.registry import PageRegistry
+from runtime.service import BackendFactory, ComputerUseService, Settings
+
+
+def default_backends() -> dict[str, BackendFactory]:
+    from backends.chrome_devtools_mcp import ChromeDevToolsMCPBackend
+    from backends.playwright_mcp import PlaywrightMCPBackend
+
+    return {"playwright_mcp": PlaywrightMCPBackend, "chrome_devtools_mcp": ChromeDevToolsMCPBackend}
+
+
+@dataclass
+class Runtime:
+    cdp: CDPConnection
+    registry: PageRegistry
+    host: Host
+    service: ComputerUseService
+    server: ComputerUseServer
+
+    @classmethod
+    async def connect(
+        cls,
+        cdp_endpoint: str,
+        backends: Mapping[str, BackendFactory] | None = None,
+        settings: Settings | None = None,
+        sabotage: frozenset[str] = frozenset(),
+    ) -> Runtime:
+        """Connect to a browser's CDP endpoint (`http://host:port`) and assemble the runtime around it."""
+        cdp = await CDPConnection.connect(cdp_endpoint)
+        registry = PageRegistry(cdp)
+        await registry.start()
+        store = ContextStore()
+
+        async def preview(page: Page) -> str:
+            return await read_preview(cdp, page.cdp_target_id)
+
+        service = ComputerUseService(
+            cdp_endpoint,
+            cdp,
+            registry,
+            store,
+            backends if backends is not None else default_backends(),
+            settings,
+            sabotage,
+        )
+        return cls(cdp, registry, Host(registry, store, preview), service, build_server(service))
+
+    async def close(self) -> None:
+        await self.service.close()
+        await self.cdp.close()

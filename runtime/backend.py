@@ -1,0 +1,75 @@
+"""The contract every execution backend fulfils. A backend turns one canonical Action into one upstream action
+and nothing else: no retries, no fallbacks, no second write. Everything else (identity, permission, policy,
+frames, verification) is the runtime's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from runtime.models import Action
+
+
+@dataclass(frozen=True)
+class Element:
+    """One interactive element of a snapshot, addressed by the backend's own ref."""
+
+    ref: str
+    role: str
+    name: str
+    value: str | None = None
+    checked: bool | None = None
+    disabled: bool = False
+    level: int = 0  # nesting depth in the upstream tree, kept for compact rendering
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A normalized observation: bounded text plus the interactive elements in document order."""
+
+    url: str
+    title: str
+    text: str
+    elements: tuple[Element, ...]
+    upstream_chars: int = 0  # size of what the upstream returned, for cost benchmarks
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """What a backend is given: a CDP endpoint that shows it exactly the bound Page, and a private folder."""
+
+    cdp_endpoint: str
+    workdir: Path
+    node_bin: Path = field(default=Path(__file__).resolve().parent.parent / "backends" / "node_modules" / ".bin")
+
+
+class BackendError(Exception):
+    """An upstream failure, classified. The runtime maps `kind` to a reason code; the text is never shown as one.
+
+    kind: "target_lost" (page closed/crashed/detached), "timeout", "element" (the ref did not resolve or the
+    element could not be acted on), "upstream" (anything else the upstream reported).
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class Backend(Protocol):
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def snapshot(self) -> Snapshot: ...
+
+    async def act(self, action: Action, element: Element | None) -> None:
+        """Perform exactly one upstream action. `element` is the resolved target for ref-based actions."""
+        ...
+
+    async def screenshot(self) -> bytes:
+        """One PNG of the viewport, for visual checks and canvas only."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,98 @@
+"""The runtime's own CDP connection (flatten sessions over one WebSocket), for the Page Registry and the probe.
+
+Deliberately separate from the lab's client: instruments never share code with what they measure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+
+Listener = Callable[[str, dict[str, Any], str | None], None]  # (method, params, sessionId)
+
+
+class CDPError(Exception):
+    pass
+
+
+class CDPConnection:
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse, http: aiohttp.ClientSession) -> None:
+        self._ws = ws
+        self._http = http
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._listeners: list[Listener] = []
+        self.closed = asyncio.Event()
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def connect(cls, endpoint: str, timeout: float = 10.0) -> CDPConnection:
+        """Connect to a CDP endpoint given as `http://host:port` (browser endpoint discovered) or `ws://…`."""
+        http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
+        try:
+            url = endpoint
+            if endpoint.startswith("http"):
+                async with http.get(endpoint.rstrip("/") + "/json/version") as response:
+                    url = (await response.json(content_type=None))["webSocketDebuggerUrl"]
+            ws = await http.ws_connect(url, max_msg_size=0)
+        except BaseException:
+            await http.close()
+            raise
+        return cls(ws, http)
+
+    def listen(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    async def send(
+        self, method: str, params: dict[str, Any] | None = None, session_id: str | None = None, timeout: float = 15.0
+    ) -> dict[str, Any]:
+        if self.closed.is_set():
+            raise CDPError(f"{method}: the browser connection is closed")
+        msg_id = next(self._ids)
+        message: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
+        if session_id is not None:
+            message["sessionId"] = session_id
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[msg_id] = future
+        try:
+            await self._ws.send_str(json.dumps(message))
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise TimeoutError(f"{method}: no answer within {timeout:g}s") from None
+        finally:
+            self._pending.pop(msg_id, None)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._ws.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reader
+        await self._http.close()
+
+    async def _read(self) -> None:
+        try:
+            async for frame in self._ws:
+                if frame.type != aiohttp.WSMsgType.TEXT:
+                    continue
+                message = json.loads(frame.data)
+                if "id" in message:
+                    future = self._pending.get(message["id"])
+                    if future is not None and not future.done():
+                        if "error" in message:
+                            future.set_exception(CDPError(str(message["error"].get("message", message["error"]))))
+                        else:
+                            future.set_result(message.get("result", {}))
+                    continue
+                for listener in list(self._listeners):
+                    listener(message.get("method", ""), message.get("params") or {}, message.get("sessionId"))
+        finally:
+            self.closed.set()
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(CDPError("the browser connection closed before answering"))

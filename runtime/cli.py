@@ -1,0 +1,55 @@
+"""`computer-use serve`: the MCP server over stdio or streamable HTTP (default 127.0.0.1:18100).
+
+It connects to a browser's CDP endpoint (`--cdp-endpoint http://127.0.0.1:9222`) or launches a private
+Chromium (`--launch`). Only a host that shares this runtime's context store can mint tokens, so a bare server
+answers every call with `invalid_capability` — by design, a third-party client alone cannot act.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+
+from runtime.app import Runtime
+from runtime.browser import PrivateChromium
+from runtime.service import Settings
+
+
+async def serve(args: argparse.Namespace) -> None:
+    chromium = await PrivateChromium.launch() if args.launch else None
+    endpoint = chromium.endpoint if chromium else args.cdp_endpoint
+    runtime = await Runtime.connect(endpoint, settings=Settings(backend=args.backend))
+    try:
+        if args.transport == "stdio":
+            await runtime.server.run_stdio_async()
+        else:
+            await runtime.server.run_streamable_http_async(host=args.host, port=args.port)
+    finally:
+        await runtime.close()
+        if chromium is not None:
+            await chromium.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="computer-use", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("serve", help="serve the computer_use MCP tool")
+    run.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    run.add_argument("--host", default="127.0.0.1")
+    run.add_argument("--port", type=int, default=18100)
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--cdp-endpoint", help="a browser's CDP endpoint, e.g. http://127.0.0.1:9222")
+    source.add_argument("--launch", action="store_true", help="launch a private headless Chromium")
+    run.add_argument("--backend", default="playwright_mcp", help="backend for new ComputerSessions")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,588 @@
+"""The scoped CDP gateway: a per-ComputerSession CDP endpoint that shows its client exactly one page.
+
+A backend (the `@playwright/mcp` or `chrome-devtools-mcp` child, or our own adapter) is a general CDP client: left
+alone it enumerates, attaches to and initializes every page of the browser. Behind this gateway it sees one target,
+the bound page, and whatever Chromium auto-attaches under it (its OOPIF iframes and workers):
+
+- HTTP discovery (`/json/version`, `/json/list`) names only the gateway and the bound page; `/json/new|activate|close`
+  are refused.
+- `Target.getTargets` and target events are filtered to the bound page; a browser-level `Target.setAutoAttach` is
+  turned into one `Target.attachToTarget` of the bound page, so the client never learns other pages exist.
+- Commands on sessions that are not the bound page's, and browser-wide data/control methods (`policy.py`), are
+  refused with a CDP error that names the gateway, and recorded in `refusals`.
+
+The gateway also watches the bound page on its own browser connection (`Target.setDiscoverTargets` only, no call
+on any page) and reports popups it opens, its crash or its destruction, and the loss of the browser, through
+`on_event`: a popup is invisible to the client behind the filter, so the runtime must hear of it here.
+
+Every client connection gets its own upstream connection. Client command ids are remapped to ids the gateway
+assigns per upstream connection, so the gateway's own calls can never collide with a client's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import aiohttp
+from aiohttp import web
+
+from runtime.gateway.policy import FORWARD, Verdict, refusal_message, static_verdict
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 10.0
+"""Bound on every upstream HTTP request, connect and the discovery handshake."""
+
+REFUSED_CODE = -32000
+
+EventKind = Literal["popup", "crashed", "destroyed", "detached", "upstream_lost"]
+
+
+@dataclass(frozen=True)
+class GatewayEvent:
+    """Something the runtime must know about the bound page; the client behind the gateway may never see it.
+
+    - `popup`: a new target whose opener is the bound page (or one of its frames); `target_id` is the popup's.
+    - `crashed`: the bound page's renderer crashed.
+    - `destroyed`: the bound target is gone (closed, or replaced by another target).
+    - `detached`: Chromium detached a client's session from the bound page without the client asking.
+    - `upstream_lost`: the gateway's browser connection closed; nothing behind this gateway works any more.
+    """
+
+    kind: EventKind
+    target_id: str
+    detail: str = ""
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A command (or HTTP request, `conn == 0`) the gateway answered with an error and never forwarded."""
+
+    conn: int
+    method: str
+    reason: str
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Absorbed:
+    """A command the gateway answered `{}` without forwarding (see `policy.ABSORBED`)."""
+
+    conn: int
+    method: str
+    session_id: str | None = None
+
+
+class GatewayError(RuntimeError):
+    """The gateway could not start: the upstream endpoint did not answer or the bound target does not exist."""
+
+
+@dataclass
+class _Pending:
+    client_id: int
+    method: str
+    params: dict[str, Any]
+    session_id: str | None
+    auto_attach: bool = False  # the upstream call was the gateway's attachToTarget standing in for setAutoAttach
+
+
+@dataclass
+class _Client:
+    conn: int
+    browser_level: bool  # /devtools/browser/… (root session = browser) or /devtools/page/<bound> (root = page)
+    ws: web.WebSocketResponse
+    upstream: aiohttp.ClientWebSocketResponse
+    sessions: dict[str, str] = field(default_factory=dict)
+    """sessionId → targetId of every session this client may use: the bound page's and its children's."""
+    detaching: set[str] = field(default_factory=set)
+    pending: dict[int, _Pending] = field(default_factory=dict)
+    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    auto_attached: bool = False
+    send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class ScopedGateway:
+    """A CDP endpoint (`http://127.0.0.1:PORT`) through which a client sees and touches only `target_id`."""
+
+    def __init__(
+        self,
+        upstream_http: str,
+        target_id: str,
+        *,
+        on_event: Callable[[GatewayEvent], None] | None = None,
+        sabotage_unscoped: bool = False,
+    ) -> None:
+        """`sabotage_unscoped` disables target filtering and every refusal: a deliberately broken gateway that
+        negative controls run their isolation checks against. Only tests pass it; no setting, CLI flag or
+        environment variable of the runtime reaches it."""
+        self._sabotage_unscoped = sabotage_unscoped
+        self.upstream_http = upstream_http.rstrip("/")
+        self.target_id = target_id
+        self.refusals: list[Refusal] = []
+        self.absorbed: list[Absorbed] = []
+        self.events: list[GatewayEvent] = []
+        self.target_info: dict[str, Any] = {}
+        """The bound target's latest `TargetInfo`, as discovery reported it."""
+        self._on_event = on_event
+        self._upstream_hostport = urlsplit(self.upstream_http).netloc
+        self._hostport = ""
+        self._browser_ws = ""
+        self._children: set[str] = set()
+        self._windows: set[int] = set()
+        self._conn_ids = itertools.count(1)
+        self._clients: dict[int, _Client] = {}
+        self._handlers: set[asyncio.Task[Any]] = set()
+        self._http: aiohttp.ClientSession | None = None
+        self._runner: web.AppRunner | None = None
+        self._discovery: aiohttp.ClientWebSocketResponse | None = None
+        self._discovery_task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+
+    async def start(self) -> str:
+        """Watch the bound target upstream, then listen; returns the CDP endpoint URL for `--cdp-endpoint`."""
+        self._http = aiohttp.ClientSession()
+        try:
+            version = await self._upstream_json("/json/version")
+            self._browser_ws = version["webSocketDebuggerUrl"]
+            await self._start_discovery()
+            app = web.Application()
+            app.router.add_route("*", "/json{tail:.*}", self._serve_json)
+            app.router.add_get("/devtools/{kind}/{id}", self._serve_ws)
+            self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, "127.0.0.1", 0)
+            await site.start()
+            port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        except BaseException:
+            await self.close()
+            raise
+        self._hostport = f"127.0.0.1:{port}"
+        return self.url
+
+    @property
+    def url(self) -> str:
+        """`http://127.0.0.1:PORT`: what `--cdp-endpoint` / `--browserUrl` take."""
+        if not self._hostport:
+            raise RuntimeError("start() the gateway first")
+        return f"http://{self._hostport}"
+
+    async def close(self) -> None:
+        """Close every client connection, its upstream connection and the gateway's own browser connection."""
+        self._closing = True
+        for client in list(self._clients.values()):
+            with contextlib.suppress(Exception):
+                await client.ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"gateway closed")
+            with contextlib.suppress(Exception):
+                await client.upstream.close()
+        if self._handlers:
+            await asyncio.wait(self._handlers, timeout=DEFAULT_TIMEOUT)
+        if self._discovery is not None:
+            with contextlib.suppress(Exception):
+                await self._discovery.close()
+        if self._discovery_task is not None:
+            self._discovery_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._discovery_task
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._http is not None:
+            await self._http.close()
+
+    async def __aenter__(self) -> ScopedGateway:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- scope: what the client may see and do ------------------------------------------------------------------
+
+    def _visible(self, target_id: str | None) -> bool:
+        """The bound target and the children Chromium auto-attached under it; nothing else exists for a client."""
+        return self._sabotage_unscoped or target_id == self.target_id or target_id in self._children
+
+    def _decide(self, client: _Client, method: str, params: dict[str, Any], session_id: str | None) -> Verdict:
+        if self._sabotage_unscoped:
+            return FORWARD
+        if session_id is not None and session_id not in client.sessions:
+            return Verdict("refuse", "the session is not the bound page's")
+        browser_level = client.browser_level and session_id is None
+        verdict = static_verdict(method, params, browser_level=browser_level)
+        if verdict.action != "forward":
+            return verdict
+        return self._target_verdict(client, method, params, session_id, browser_level)
+
+    def _target_verdict(
+        self, client: _Client, method: str, params: dict[str, Any], session_id: str | None, browser_level: bool
+    ) -> Verdict:
+        other = Verdict("refuse", "it names a target other than the bound page")
+        target = params.get("targetId")
+        if method == "Target.setAutoAttach" and browser_level:
+            return Verdict("auto_attach")
+        if method in ("Target.attachToTarget", "Target.autoAttachRelated", "Target.closeTarget"):
+            if not self._visible(target):
+                return other
+            if method == "Target.attachToTarget" and params.get("flatten") is not True:
+                return Verdict("refuse", "only flatten sessions; non-flatten messages would bypass the gateway")
+            return FORWARD
+        if method == "Target.getTargetInfo":
+            return FORWARD if target is None or self._visible(target) else other
+        if method == "Target.detachFromTarget":
+            named = params.get("sessionId")
+            if named in client.sessions or (named is None and self._visible(target)):
+                return FORWARD
+            return Verdict("refuse", "the session is not the bound page's")
+        if method == "Browser.getWindowForTarget":
+            # Without a targetId it means the session's own target, which at browser level is no page at all.
+            if target is None and browser_level:
+                return other
+            return FORWARD if target is None or self._visible(target) else other
+        if method == "Browser.getWindowBounds":
+            if params.get("windowId") in self._windows:
+                return FORWARD
+            return Verdict("refuse", "it names a window other than the bound page's")
+        return FORWARD
+
+    # -- HTTP discovery ----------------------------------------------------------------------------------------
+
+    async def _upstream_json(self, path: str) -> Any:
+        assert self._http is not None
+        try:
+            async with self._http.get(
+                self.upstream_http + path, timeout=aiohttp.ClientTimeout(DEFAULT_TIMEOUT)
+            ) as response:
+                response.raise_for_status()
+                return await response.json(content_type=None)
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+            raise GatewayError(f"the upstream CDP endpoint {self.upstream_http} did not answer {path}: {exc}") from exc
+
+    async def _connect(self, ws_url: str) -> aiohttp.ClientWebSocketResponse:
+        assert self._http is not None
+        # Only the handshake is bounded; an open CDP connection may be idle for as long as its client likes.
+        return await asyncio.wait_for(self._http.ws_connect(ws_url, max_msg_size=0), DEFAULT_TIMEOUT)
+
+    def _rewrite(self, value: Any) -> Any:
+        """Point every upstream URL in a /json answer at the gateway instead."""
+        return json.loads(json.dumps(value).replace(self._upstream_hostport, self._hostport))
+
+    async def _serve_json(self, request: web.Request) -> web.StreamResponse:
+        parts = [part for part in request.path.split("/") if part]  # ["json", "version"], ["json"], …
+        name = parts[1] if len(parts) > 1 else "list"
+        if name in ("new", "activate", "close"):
+            reason = "a client behind the gateway may not open, focus or close pages"
+            self._refuse(0, f"HTTP /json/{name}", reason, None)
+            return web.Response(status=403, text=refusal_message(f"/json/{name}", reason))
+        try:
+            if name == "version" and len(parts) == 2:
+                version = await self._upstream_json("/json/version")
+                path = urlsplit(version.get("webSocketDebuggerUrl", "")).path or "/devtools/browser/gateway"
+                version["webSocketDebuggerUrl"] = f"ws://{self._hostport}{path}"
+                return web.json_response(version)
+            if name == "list" and len(parts) <= 2:
+                listing = await self._upstream_json("/json/list")
+                return web.json_response(self._rewrite([t for t in listing if self._visible(t.get("id"))]))
+        except GatewayError as exc:
+            return web.Response(status=502, text=str(exc))
+        return web.Response(status=404, text=f"computer_use gateway: no such endpoint {request.path}")
+
+    # -- WebSocket clients -------------------------------------------------------------------------------------
+
+    async def _serve_ws(self, request: web.Request) -> web.StreamResponse:
+        assert self._http is not None
+        kind, ident = request.match_info["kind"], request.match_info["id"]
+        conn = next(self._conn_ids)
+        if kind == "page" and ident != self.target_id:
+            reason = "the gateway exposes only the bound page"
+            self._refuse(conn, f"connect /devtools/page/{ident}", reason, None)
+            return web.Response(status=403, text=refusal_message("connect", reason))
+        if kind not in ("browser", "page"):
+            return web.Response(status=404, text=f"computer_use gateway: no such endpoint {request.path}")
+        upstream_url = (
+            self._browser_ws if kind == "browser" else f"ws://{self._upstream_hostport}/devtools/page/{ident}"
+        )
+        try:
+            upstream = await self._connect(upstream_url)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            return web.Response(status=502, text=f"computer_use gateway: upstream refused the connection: {exc}")
+        ws = web.WebSocketResponse(max_msg_size=0)
+        try:
+            await ws.prepare(request)
+        except BaseException:
+            await upstream.close()
+            raise
+        client = _Client(conn, kind == "browser", ws, upstream)
+        self._clients[conn] = client
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            await self._pump(client)
+        finally:
+            self._clients.pop(conn, None)
+            self._handlers.discard(task)
+            await upstream.close()
+            await ws.close()
+        return ws
+
+    async def _pump(self, client: _Client) -> None:
+        async def from_client() -> None:
+            async for frame in client.ws:
+                message, problem = _parse_command(frame)
+                if message is None:
+                    self._refuse(client.conn, "(malformed frame)", problem, None)
+                    log.warning("gateway: closing client %s: %s", client.conn, problem)
+                    await client.ws.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=problem.encode()[:120])
+                    return
+                await self._on_command(client, message)
+
+        async def from_upstream() -> None:
+            async for frame in client.upstream:
+                if frame.type != aiohttp.WSMsgType.TEXT:
+                    continue
+                try:
+                    message = json.loads(frame.data)
+                except ValueError:
+                    log.warning("gateway: dropping a non-JSON frame from upstream on client %s", client.conn)
+                    continue
+                if "id" in message:
+                    await self._on_answer(client, message)
+                elif self._allow_event(client, message):
+                    await self._send(client, frame.data)
+
+        client_task = asyncio.create_task(from_client())
+        upstream_task = asyncio.create_task(from_upstream())
+        done, pending = await asyncio.wait({client_task, upstream_task}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                log.warning("gateway: client %s ended with %r", client.conn, task.exception())
+        if upstream_task in done and not client.ws.closed:
+            await client.ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"upstream closed")
+
+    async def _send(self, client: _Client, text: str) -> None:
+        async with client.send_lock:
+            with contextlib.suppress(ConnectionError, aiohttp.ClientError, RuntimeError):
+                await client.ws.send_str(text)
+
+    async def _answer(self, client: _Client, message: dict[str, Any], body: dict[str, Any]) -> None:
+        answer: dict[str, Any] = {"id": message["id"], **body}
+        if message.get("sessionId") is not None:
+            # Clients route answers by session first; an answer without its sessionId would never be matched.
+            answer["sessionId"] = message["sessionId"]
+        await self._send(client, json.dumps(answer))
+
+    def _refuse(self, conn: int, method: str, reason: str, session_id: str | None) -> None:
+        self.refusals.append(Refusal(conn, method, reason, session_id))
+        log.info("gateway: refused %s on client %s: %s", method, conn, reason)
+
+    async def _on_command(self, client: _Client, message: dict[str, Any]) -> None:
+        method: str = message["method"]
+        params: dict[str, Any] = message.get("params") or {}
+        session_id: str | None = message.get("sessionId")
+        verdict = self._decide(client, method, params, session_id)
+        if verdict.action == "refuse":
+            self._refuse(client.conn, method, verdict.reason, session_id)
+            error = {"code": REFUSED_CODE, "message": refusal_message(method, verdict.reason)}
+            await self._answer(client, message, {"error": error})
+            return
+        if verdict.action == "absorb":
+            self.absorbed.append(Absorbed(client.conn, method, session_id))
+            await self._answer(client, message, {"result": {}})
+            return
+        if method == "Target.detachFromTarget" and isinstance(params.get("sessionId"), str):
+            client.detaching.add(params["sessionId"])
+        pending = _Pending(message["id"], method, params, session_id)
+        upstream_id = next(client.ids)
+        if verdict.action == "auto_attach":
+            if client.auto_attached or not params.get("autoAttach"):
+                await self._answer(client, message, {"result": {}})
+                return
+            # Chromium sends its own Target.attachedToTarget before answering; that event reaches the client, and
+            # the client's setAutoAttach is answered only after it, as Chromium would. Never synthesize a second
+            # attachedToTarget: Playwright fails with "Duplicate target".
+            client.auto_attached = True
+            pending.auto_attach = True
+            upstream: dict[str, Any] = {
+                "id": upstream_id,
+                "method": "Target.attachToTarget",
+                "params": {"targetId": self.target_id, "flatten": True},
+            }
+        else:
+            upstream = {**message, "id": upstream_id}
+        client.pending[upstream_id] = pending
+        try:
+            await client.upstream.send_str(json.dumps(upstream))
+        except (ConnectionError, aiohttp.ClientError, RuntimeError) as exc:
+            client.pending.pop(upstream_id, None)
+            await self._answer(client, message, {"error": {"code": REFUSED_CODE, "message": f"upstream gone: {exc}"}})
+
+    async def _on_answer(self, client: _Client, message: dict[str, Any]) -> None:
+        pending = client.pending.pop(message["id"], None)
+        if pending is None:
+            return
+        answer = {**message, "id": pending.client_id}
+        if "result" in message:
+            answer["result"] = self._rewrite_result(client, pending, message["result"])
+        elif pending.auto_attach:
+            client.auto_attached = False
+        await self._send(client, json.dumps(answer))
+
+    def _rewrite_result(self, client: _Client, pending: _Pending, result: dict[str, Any]) -> dict[str, Any]:
+        method, params = pending.method, pending.params
+        if pending.auto_attach:
+            if isinstance(result.get("sessionId"), str):
+                client.sessions.setdefault(result["sessionId"], self.target_id)
+            return {}
+        if method == "Target.getTargets":
+            infos = [info for info in result.get("targetInfos", []) if self._visible(info.get("targetId"))]
+            return {**result, "targetInfos": infos}
+        if method == "Target.attachToTarget" and isinstance(result.get("sessionId"), str):
+            client.sessions.setdefault(result["sessionId"], params.get("targetId", self.target_id))
+        elif method == "Browser.getWindowForTarget" and isinstance(result.get("windowId"), int):
+            about = params.get("targetId") or (client.sessions.get(pending.session_id or "") or self.target_id)
+            if about == self.target_id:
+                self._windows.add(result["windowId"])
+        return result
+
+    def _allow_event(self, client: _Client, message: dict[str, Any]) -> bool:
+        """Whether an upstream event may reach the client; tracks the sessions it creates or ends."""
+        method: str = message.get("method", "")
+        params: dict[str, Any] = message.get("params") or {}
+        session_id = message.get("sessionId")
+        if session_id is not None and session_id not in client.sessions:
+            return False
+        # The target of the session the event arrived on; None for the browser's own root session.
+        parent = client.sessions[session_id] if session_id is not None else (None if client.browser_level else "")
+        if method == "Target.attachedToTarget":
+            child_session = params.get("sessionId")
+            child = (params.get("targetInfo") or {}).get("targetId")
+            if parent is not None and isinstance(child, str):
+                # Auto-attached under the bound page (or under one of its children): its iframe or worker.
+                self._children.add(child)
+            elif not self._visible(child):
+                return False
+            if isinstance(child_session, str):
+                client.sessions[child_session] = child
+            return True
+        if method == "Target.detachedFromTarget":
+            ended = params.get("sessionId")
+            if ended not in client.sessions:
+                return False
+            # The session stays usable on paper, so late commands get Chromium's own error rather than ours.
+            if client.sessions[ended] == self.target_id and ended not in client.detaching:
+                client.detaching.add(ended)
+                self._emit(GatewayEvent("detached", self.target_id, f"client {client.conn} session {ended}"))
+            return True
+        if method in ("Target.targetCreated", "Target.targetInfoChanged"):
+            return self._visible((params.get("targetInfo") or {}).get("targetId"))
+        if method in ("Target.targetDestroyed", "Target.targetCrashed"):
+            return self._visible(params.get("targetId"))
+        if method == "Target.receivedMessageFromTarget":
+            return False
+        if parent is None:
+            # The browser's root session: everything else there is browser-wide (downloads of any page, …).
+            return method.startswith("Inspector.")
+        return True
+
+    # -- the gateway's own watch on the bound target -----------------------------------------------------------
+
+    async def _start_discovery(self) -> None:
+        assert self._http is not None
+        try:
+            self._discovery = await self._connect(self._browser_ws)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise GatewayError(f"could not connect to the browser at {self._browser_ws}: {exc}") from exc
+        answered: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._discovery_task = asyncio.create_task(self._watch(self._discovery, answered))
+        # The only call the gateway makes on its own: browser level, no page is touched.
+        await self._discovery.send_str(
+            json.dumps({"id": 1, "method": "Target.setDiscoverTargets", "params": {"discover": True}})
+        )
+        try:
+            answer = await asyncio.wait_for(answered, DEFAULT_TIMEOUT)
+        except TimeoutError:
+            raise GatewayError("the browser did not answer Target.setDiscoverTargets") from None
+        if "error" in answer:
+            raise GatewayError(f"Target.setDiscoverTargets failed: {answer['error']}")
+        # Chromium announces every existing target before it answers setDiscoverTargets.
+        if not self.target_info:
+            raise GatewayError(f"no target {self.target_id} in the browser")
+
+    async def _watch(self, ws: aiohttp.ClientWebSocketResponse, answered: asyncio.Future[dict[str, Any]]) -> None:
+        try:
+            async for frame in ws:
+                if frame.type != aiohttp.WSMsgType.TEXT:
+                    continue
+                try:
+                    message = json.loads(frame.data)
+                    if "id" in message:
+                        if not answered.done():
+                            answered.set_result(message)
+                        continue
+                    self._on_discovery_event(message.get("method", ""), message.get("params") or {})
+                except Exception:
+                    log.exception("gateway: could not handle a discovery frame %.200s", frame.data)
+        finally:
+            if not answered.done():
+                answered.set_result({"error": "the browser connection closed"})
+            if not self._closing:
+                self._emit(GatewayEvent("upstream_lost", self.target_id, "the browser connection closed"))
+
+    def _on_discovery_event(self, method: str, params: dict[str, Any]) -> None:
+        info: dict[str, Any] = params.get("targetInfo") or {}
+        target = info.get("targetId") or params.get("targetId")
+        if method in ("Target.targetCreated", "Target.targetInfoChanged"):
+            if target == self.target_id:
+                self.target_info = info
+            elif method == "Target.targetCreated" and info.get("openerId") in (self.target_id, *self._children):
+                self._emit(GatewayEvent("popup", target, f"opened by {info['openerId']}", info.get("url", "")))
+        elif method == "Target.targetCrashed" and target == self.target_id:
+            self._emit(GatewayEvent("crashed", target, f"{params.get('status')} (code {params.get('errorCode')})"))
+        elif method == "Target.targetDestroyed":
+            self._children.discard(target)
+            if target == self.target_id:
+                self._emit(GatewayEvent("destroyed", target, "the bound target was closed or replaced"))
+
+    def _emit(self, event: GatewayEvent) -> None:
+        self.events.append(event)
+        if self._on_event is not None:
+            try:
+                self._on_event(event)
+            except Exception:
+                log.exception("gateway: on_event raised for %s", event)
+
+
+def _parse_command(frame: aiohttp.WSMessage) -> tuple[dict[str, Any] | None, str]:
+    """The command in a client frame, or None and why it is malformed."""
+    if frame.type != aiohttp.WSMsgType.TEXT:
+        return None, f"{frame.type.name} frame; CDP frames are JSON text"
+    try:
+        message = json.loads(frame.data)
+    except ValueError as exc:
+        return None, f"not JSON: {exc}"
+    if not isinstance(message, dict):
+        return None, "not a JSON object"
+    if not isinstance(message.get("id"), int) or isinstance(message.get("id"), bool):
+        return None, "a command needs an integer id"
+    if not isinstance(message.get("method"), str):
+        return None, "a command needs a string method"
+    if "params" in message and not isinstance(message["params"], dict):
+        return None, "params must be an object"
+    if "sessionId" in message and not isinstance(message["sessionId"], str):
+        return None, "sessionId must be a string"
+    return message, ""

@@ -1,0 +1,182 @@
+"""The Page Registry: windows, panes, the chat Page, tabs, access and revisions, with real geometry.
+
+Identity and lifecycle (DESIGN §3.1): a Page's `revision` bumps whenever something an authorization depends on
+changes: its target is replaced, it is hidden or moved to another workspace group, its access is toggled.
+Focus changes and pane moves inside the workspace do not bump it (they do change the computed relation). A
+closed or crashed target is marked lost; sessions bound to it fail with `target_lost` before the next side
+effect.
+
+The registry reads only browser-level CDP (`Target.getTargets`, `Browser.getWindowBounds` by window id), so
+keeping it current never touches an unauthorized Page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from runtime.cdp import CDPConnection
+from runtime.models.page import Geometry, Page, PageInfo
+from runtime.registry.relation import relation
+
+Listener = Callable[[Page, str], None]  # (page, what happened: "registered" | "lost" | "replaced" | "revised")
+
+
+class UnknownPage(KeyError):
+    pass
+
+
+class PageRegistry:
+    def __init__(self, cdp: CDPConnection) -> None:
+        self._cdp = cdp
+        self._pages: dict[str, Page] = {}
+        self._serial = itertools.count(1)
+        self._lost: set[str] = set()  # target ids that were closed or crashed
+        self._leases: dict[str, asyncio.Lock] = {}
+        self._listeners: list[Listener] = []
+        self.access_revision = 1
+        cdp.listen(self._on_event)
+
+    async def start(self) -> None:
+        # Target lifecycle events (browser-level): closes, crashes and replacements invalidate bindings.
+        await self._cdp.send("Target.setDiscoverTargets", {"discover": True})
+
+    def listen(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    # -- registration (the host's side) --------------------------------------------------------------------
+
+    async def register(
+        self,
+        target_id: str,
+        window_id: int,
+        *,
+        workspace: str = "main",
+        is_chat: bool = False,
+        tab_id: str | None = None,
+        opener_page_id: str | None = None,
+    ) -> Page:
+        """Register a Page the host owns. The host knows its windows; geometry is read back from the browser."""
+        handle = f"page-{next(self._serial)}"
+        page = Page(
+            registry_page_id=handle,
+            tab_id=tab_id or f"tab-{handle}",
+            window_id=window_id,
+            cdp_target_id=target_id,
+            workspace=workspace,
+            geometry=await self._geometry(window_id),
+            is_chat=is_chat,
+            opener_page_id=opener_page_id,
+        )
+        self._pages[handle] = page
+        for listener in list(self._listeners):
+            listener(page, "registered")
+        return page
+
+    async def _geometry(self, window_id: int) -> Geometry:
+        raw = (await self._cdp.send("Browser.getWindowBounds", {"windowId": window_id}))["bounds"]
+        return Geometry(
+            left=raw.get("left", 0),
+            top=raw.get("top", 0),
+            width=raw.get("width", 0),
+            height=raw.get("height", 0),
+            state=raw.get("windowState", "normal"),
+        )
+
+    def get(self, handle: str) -> Page:
+        try:
+            return self._pages[handle]
+        except KeyError:
+            raise UnknownPage(handle) from None
+
+    def pages(self) -> list[Page]:
+        return list(self._pages.values())
+
+    @property
+    def chat(self) -> Page | None:
+        return next((p for p in self._pages.values() if p.is_chat), None)
+
+    def is_lost(self, page: Page) -> bool:
+        return page.cdp_target_id in self._lost
+
+    def lease(self, page: Page) -> asyncio.Lock:
+        """The Page's write lease: same-Page writes are exclusive across ComputerSessions."""
+        return self._leases.setdefault(page.registry_page_id, asyncio.Lock())
+
+    # -- changes ---------------------------------------------------------------------------------------------
+
+    def _revise(self, page: Page, what: str) -> None:
+        page.revision += 1
+        for listener in list(self._listeners):
+            listener(page, what)
+
+    def replace_target(self, handle: str, target_id: str, window_id: int) -> Page:
+        """The host recreated the target behind a logical tab: same handle, new target, new revision."""
+        page = self.get(handle)
+        self._lost.add(page.cdp_target_id)
+        page.cdp_target_id, page.window_id = target_id, window_id
+        self._revise(page, "replaced")
+        return page
+
+    def set_access(self, handle: str, enabled: bool) -> None:
+        page = self.get(handle)
+        if page.access_enabled != enabled:
+            page.access_enabled = enabled
+            self.access_revision += 1
+            self._revise(page, "revised")
+
+    def hide(self, handle: str) -> None:
+        self._revise(self.get(handle), "revised")
+
+    def transfer(self, handle: str, workspace: str) -> None:
+        page = self.get(handle)
+        page.workspace = workspace
+        self._revise(page, "revised")
+
+    def unregister(self, handle: str) -> None:
+        page = self._pages.pop(handle)
+        self._lost.add(page.cdp_target_id)
+        self._revise(page, "lost")
+
+    def _on_event(self, method: str, params: dict[str, Any], session_id: str | None) -> None:
+        if session_id is not None:
+            return
+        if method in ("Target.targetDestroyed", "Target.targetCrashed"):
+            target_id = params.get("targetId")
+            for page in self._pages.values():
+                if page.cdp_target_id == target_id and target_id not in self._lost:
+                    self._lost.add(target_id)
+                    for listener in list(self._listeners):
+                        listener(page, "lost")
+
+    # -- Page Context ----------------------------------------------------------------------------------------
+
+    async def refresh(self, handles: list[str]) -> None:
+        """Read current geometry (by window id) and title/URL (browser-level target list) for these Pages."""
+        infos = {t["targetId"]: t for t in (await self._cdp.send("Target.getTargets"))["targetInfos"]}
+        chat = self.chat
+        for page in [self.get(h) for h in handles] + ([chat] if chat else []):
+            page.geometry = await self._geometry(page.window_id)
+            info = infos.get(page.cdp_target_id)
+            if info is None:
+                self._lost.add(page.cdp_target_id)
+            else:
+                page.title, page.url = info.get("title", ""), info.get("url", "")
+
+    def info(self, page: Page) -> PageInfo:
+        chat = self.chat
+        rel = (
+            relation(page.geometry, chat.geometry, page.workspace == chat.workspace)
+            if chat is not None
+            else "other_window"
+        )
+        return PageInfo(
+            handle=page.registry_page_id,
+            relation=rel,
+            title=page.title,
+            url=page.url,
+            preview=page.preview,
+            revision=page.revision,
+        )

@@ -1,0 +1,117 @@
+"""Fixtures for backend suites: one bound page, and backends connected to a tap endpoint (label "backend").
+
+`make_backend` connects @playwright/mcp straight to the tap: it talks to the whole browser and attaches to the first
+page it finds, so the fixture leaves exactly one page open: the bound page. Every other page target (the session
+Chromium's initial about:blank, anything left over) is closed through the lab's own hands, which the tap does not
+count. `make_cdm` puts the runtime's scoped gateway between chrome-devtools-mcp and the tap, as the runtime always
+does: that backend fixes the page id to the one page the gateway shows, and the gateway absorbs the upstream's
+focus emulation, which would otherwise reach the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backends.chrome_devtools_mcp import ChromeDevToolsMCPBackend
+from backends.playwright_mcp import PlaywrightMCPBackend
+from fixtures_sites.server import FixtureServer
+from lab.cdp import CDPClient, CDPError
+from lab.tap import CDPTap
+from lab.workspace import LabPage, Workspace
+from runtime.backend import BackendConfig
+from runtime.gateway import ScopedGateway
+
+
+async def page_targets(hands: CDPClient) -> set[str]:
+    infos = (await hands.send("Target.getTargets"))["targetInfos"]
+    return {info["targetId"] for info in infos if info["type"] == "page"}
+
+
+async def close_pages_except(hands: CDPClient, keep: set[str]) -> None:
+    """Close every other page and return once Chromium reports each destroyed (closeTarget answers earlier)."""
+    await hands.send("Target.setDiscoverTargets", {"discover": True})
+    for target in await page_targets(hands) - keep:
+        destroyed = hands.wait_for_event("Target.targetDestroyed", predicate=lambda p, t=target: p["targetId"] == t)
+        try:
+            await hands.send("Target.closeTarget", {"targetId": target})
+        except CDPError:  # already gone
+            destroyed.cancel()
+            continue
+        await destroyed
+
+
+@pytest.fixture
+async def bound_page(
+    workspace: Workspace, fixture_server: FixtureServer, hands: CDPClient, request: pytest.FixtureRequest
+) -> AsyncIterator[LabPage]:
+    """The only page in the browser: `/dom_form/`, or the path given by `@pytest.mark.parametrize(indirect)`."""
+    path = getattr(request, "param", "/dom_form/")
+    page = await workspace.open("bound", fixture_server.url(path), workspace.column(0, 2))
+    await close_pages_except(hands, {page.target_id})
+    assert await page_targets(hands) == {page.target_id}
+    yield page
+    # An upstream that lost its page may have opened another (see backends/common/watch.py).
+    await close_pages_except(hands, {p.target_id for p in workspace.pages.values()})
+
+
+MakeBackend = Callable[..., Awaitable[PlaywrightMCPBackend]]
+
+
+@pytest.fixture
+async def make_backend(tap: CDPTap, tmp_path: Path) -> AsyncIterator[MakeBackend]:
+    """`await make_backend(**options)`: a started PlaywrightMCPBackend on the tap (label "backend"); closed after."""
+    started: list[PlaywrightMCPBackend] = []
+
+    async def make(**options: Any) -> PlaywrightMCPBackend:
+        workdir = tmp_path / f"backend-{len(started)}"
+        workdir.mkdir()
+        config = BackendConfig(cdp_endpoint=await tap.endpoint("backend"), workdir=workdir)
+        backend = PlaywrightMCPBackend(config, **options)
+        await backend.start()
+        started.append(backend)
+        return backend
+
+    yield make
+    for backend in started:
+        await backend.close()
+
+
+@pytest.fixture
+async def pw(bound_page: LabPage, make_backend: MakeBackend) -> PlaywrightMCPBackend:
+    return await make_backend()
+
+
+MakeCDM = Callable[..., Awaitable[ChromeDevToolsMCPBackend]]
+
+
+@pytest.fixture
+async def make_cdm(tap: CDPTap, tmp_path: Path, bound_page: LabPage) -> AsyncIterator[MakeCDM]:
+    """`await make_cdm(**options)`: a started ChromeDevToolsMCPBackend behind a scoped gateway bound to
+    `bound_page`, on the tap (label "backend"); closed after, gateway last."""
+    started: list[tuple[ChromeDevToolsMCPBackend, ScopedGateway]] = []
+
+    async def make(**options: Any) -> ChromeDevToolsMCPBackend:
+        workdir = tmp_path / f"cdm-{len(started)}"
+        workdir.mkdir()
+        gateway = ScopedGateway(await tap.endpoint("backend"), bound_page.target_id)
+        endpoint = await gateway.start()
+        backend = ChromeDevToolsMCPBackend(BackendConfig(cdp_endpoint=endpoint, workdir=workdir), **options)
+        started.append((backend, gateway))
+        await backend.start()
+        return backend
+
+    yield make
+    for backend, gateway in started:
+        try:
+            await backend.close()
+        finally:
+            await gateway.close()
+
+
+@pytest.fixture
+async def cdm(make_cdm: MakeCDM) -> ChromeDevToolsMCPBackend:
+    return await make_cdm()

@@ -1,0 +1,87 @@
+"""Token budgets (deterministic counts, not timings): what the agent pays for the tool and for observations.
+
+- tools/list (the one tool, its schema and descriptions) costs at most 1,100 o200k tokens.
+- observe with detail=interactive costs at most 15 tokens per interactive element on the catalogue, and every
+  element stays reachable through follow-up reads of the same frame.
+
+Requirements: budget:tools-list, budget:observe-per-element, budget:no-unreachable-element.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from mcp import Client
+from mcp.server import MCPServer
+
+from lab.tokens import count_text
+from runtime.mcp.server import build_server
+from suites.conftest import Agent
+from suites.proofs import record_cost
+
+TOOLS_LIST_BUDGET = 1100
+PER_ELEMENT_BUDGET = 15.0
+ELEMENT_LINE = re.compile(r"^\[([^\]]+)\] ")
+
+
+class _NoService:
+    sabotage = frozenset()
+
+
+def tools_list_tokens(tools: list) -> int:
+    wire = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
+    return count_text(json.dumps({"tools": wire}, separators=(",", ":")))
+
+
+def assert_tools_list_within_budget(tokens: int) -> None:
+    assert tokens <= TOOLS_LIST_BUDGET, f"tools/list costs {tokens} tokens (budget {TOOLS_LIST_BUDGET})"
+
+
+async def test_tools_list_costs_at_most_1100_tokens() -> None:
+    async with Client(build_server(_NoService())) as client:  # type: ignore[arg-type]
+        tokens = tools_list_tokens((await client.list_tools()).tools)
+    record_cost("tools-list", {"tokens": tokens, "budget": TOOLS_LIST_BUDGET})
+    assert_tools_list_within_budget(tokens)
+
+
+@pytest.mark.negative_control
+async def test_the_budget_check_catches_the_uncompacted_schema() -> None:
+    server = build_server(_NoService())  # type: ignore[arg-type]
+    raw = await MCPServer.list_tools(server)  # what the SDK would publish without the runtime's compaction
+    with pytest.raises(AssertionError, match="tools/list costs"):
+        assert_tools_list_within_budget(tools_list_tokens(raw))
+
+
+async def test_observing_the_catalogue_costs_at_most_15_tokens_per_element_and_loses_none(
+    single, agent: Agent, backend: str
+) -> None:
+    await single("/catalogue/")
+    first = await agent.observe(page="left", detail="interactive")
+    total = int(re.search(r"elements \d+-\d+ of (\d+):", first.observation or "").group(1))  # type: ignore[union-attr]
+    texts, refs = [first.observation or ""], []
+    seen = first
+    while True:
+        refs += [m.group(1) for line in (seen.observation or "").splitlines() if (m := ELEMENT_LINE.match(line))]
+        if seen.next_offset is None:
+            break
+        seen = await agent.observe(
+            computer_session_id=first.computer_session_id, frame_id=first.frame_id, offset=seen.next_offset
+        )
+        assert seen.frame_id == first.frame_id  # a follow-up read of the same frame, not a new observation
+        texts.append(seen.observation or "")
+    tokens = sum(count_text(text) for text in texts)
+    per_element = tokens / len(refs)
+    record_cost(
+        f"observe-catalogue-{backend}",
+        {
+            "elements": total,
+            "reads": len(texts),
+            "tokens": tokens,
+            "tokens_per_element": round(per_element, 2),
+            "budget_per_element": PER_ELEMENT_BUDGET,
+        },
+    )
+    assert len(refs) == total == len(set(refs))
+    assert per_element <= PER_ELEMENT_BUDGET

@@ -1,0 +1,153 @@
+"""Failure honesty: an empty assertion, a stale frame, a timeout, a cancel during act and a lost target never
+come back as success, and each gets its own reason code.
+
+Requirements: honesty:empty-assertion, honesty:stale-frame, honesty:timeout, honesty:cancel-during-act,
+honesty:target-lost, honesty:verification-failed, reason:stale_observation, reason:timeout, reason:target_lost,
+reason:verification_failed, reason:invalid_arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from fixtures_sites.server import FixtureServer
+from lab.workspace import Workspace
+from runtime.models import ComputerUseResult
+from suites.conftest import Agent, Desk, ref_of
+
+
+def assert_not_success(result: ComputerUseResult, code: str) -> None:
+    assert result.status != "ok", f"reported success: {result}"
+    assert result.verified is not True
+    assert result.reason_code == code, result
+    assert result.hint
+
+
+async def test_an_empty_or_unknown_assertion_is_invalid_arguments_never_verified(single, agent: Agent) -> None:
+    await single("/dom_form/")
+    seen = await agent.observe(page="left")
+    for assertion in (
+        {"type": "all_of", "of": []},
+        {"type": "any_of", "of": []},
+        {"type": "text_present", "text": ""},
+        {"type": "looks_done"},
+    ):
+        assert_not_success(await agent.verify(seen, **assertion), "invalid_arguments")
+
+
+async def test_an_assertion_that_does_not_hold_is_verification_failed(single, agent: Agent) -> None:
+    await single("/dom_form/")
+    seen = await agent.observe(page="left")
+    result = await agent.verify(seen, type="text_present", text="Your order has shipped")
+    assert_not_success(result, "verification_failed")
+    assert result.failures
+    assert "absent" in result.failures[0]
+
+
+async def test_acting_on_a_stale_frame_is_stale_observation_and_writes_nothing(
+    single, agent: Agent, fixture_server: FixtureServer
+) -> None:
+    await single("/dom_form/")
+    first = await agent.observe(page="left")
+    name = ref_of(first.observation, '"Full name"')
+    typed = await agent.act(first, type="type", ref=name, text="Ada")
+    assert typed.status == "ok", typed
+    assert typed.frame_id != first.frame_id
+    save = ref_of(first.observation, '"Save and continue"')
+    assert_not_success(await agent.act(first, type="click", ref=save), "stale_observation")
+    assert_not_success(await agent.act(typed, type="click", ref="e99999"), "stale_observation")
+    assert fixture_server.ledger.writes() == []
+
+
+async def test_an_action_that_does_not_finish_in_time_is_timeout(
+    single, agent: Agent, fixture_server: FixtureServer
+) -> None:
+    desk: Desk = await single("/stall/")
+    desk.runtime.service.settings.act_timeout = 3.0
+    seen = await agent.observe(page="left")
+    held = fixture_server.stall("/stall/slow-page")
+    result = await agent.act(seen, type="navigate", url=fixture_server.url("/stall/slow-page"))
+    assert held.holding  # the answer was still held when the runtime gave up: this really was a timeout
+    held.release(text="<title>late</title>", content_type="text/html")
+    assert_not_success(result, "timeout")
+    again = await agent.act(seen, type="navigate", url=fixture_server.url("/dom_form/"))
+    assert_not_success(again, "stale_observation")  # the frame was spent: observe before acting again
+
+
+async def test_cancelling_during_act_gives_no_success_and_at_most_one_write(
+    single, agent: Agent, fixture_server: FixtureServer
+) -> None:
+    await single("/stall/")
+    seen = await agent.observe(page="left")
+    held = fixture_server.stall("/stall/write")
+    submit = ref_of(seen.observation, '"Submit expense"')
+    call = asyncio.ensure_future(agent.act(seen, type="click", ref=submit))
+    await held.started()
+    call.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        result = await call
+        raise AssertionError(f"a cancelled act answered: {result}")
+    held.release()
+    assert len(fixture_server.ledger.writes("/stall/write")) <= 1
+    assert_not_success(await agent.act(seen, type="click", ref=submit), "stale_observation")
+
+
+async def test_a_second_session_cannot_write_while_the_first_holds_the_pages_write_lease(
+    single, agent: Agent, fixture_server: FixtureServer
+) -> None:
+    desk: Desk = await single("/stall/")
+    desk.runtime.service.settings.lease_timeout = 1.0
+    first = await agent.observe(page="left")
+    second = await agent.observe(page="left")  # another ComputerSession on the same Page
+    assert second.computer_session_id != first.computer_session_id
+    held = fixture_server.stall("/stall/write")
+    writing = asyncio.ensure_future(agent.act(first, type="click", ref=ref_of(first.observation, '"Submit expense"')))
+    await held.started()
+    assert_not_success(await agent.act(second, type="click", ref=ref_of(second.observation, "button")), "timeout")
+    held.release()
+    await writing
+    assert len(fixture_server.ledger.writes()) == 1
+
+
+async def test_a_crashed_page_is_target_lost_for_act_and_verify(single, agent: Agent, workspace: Workspace) -> None:
+    desk: Desk = await single("/dom_form/")
+    seen = await agent.observe(page="left")
+    crashed = workspace.cdp.wait_for_event(
+        "Target.targetCrashed", predicate=lambda p: p["targetId"] == desk.target("A")
+    )
+    await workspace.cdp.send("Target.setDiscoverTargets", {"discover": True})
+    session = (await workspace.cdp.send("Target.attachToTarget", {"targetId": desk.target("A"), "flatten": True}))[
+        "sessionId"
+    ]
+    crash = asyncio.ensure_future(workspace.cdp.send("Page.crash", session_id=session))
+    await crashed
+    crash.cancel()
+    with contextlib.suppress(BaseException):
+        await crash
+    assert_not_success(await agent.act(seen, type="click", ref=ref_of(seen.observation, "button")), "target_lost")
+    assert_not_success(await agent.verify(seen, type="title_matches", pattern="."), "target_lost")
+
+
+async def test_a_closed_page_is_target_lost(single, agent: Agent, workspace: Workspace) -> None:
+    desk: Desk = await single("/dom_form/")
+    seen = await agent.observe(page="left")
+    await workspace.close(desk.labs["A"])
+    assert_not_success(await agent.verify(seen, type="title_matches", pattern="."), "target_lost")
+
+
+@pytest.mark.negative_control
+@pytest.mark.sabotage("trust_backend")
+async def test_the_honesty_check_catches_a_runtime_that_reports_a_timeout_as_done(
+    single, agent: Agent, fixture_server: FixtureServer
+) -> None:
+    desk: Desk = await single("/stall/")
+    desk.runtime.service.settings.act_timeout = 3.0
+    seen = await agent.observe(page="left")
+    held = fixture_server.stall("/stall/slow-page")
+    result = await agent.act(seen, type="navigate", url=fixture_server.url("/stall/slow-page"))
+    held.release()
+    with pytest.raises(AssertionError, match="reported success"):
+        assert_not_success(result, "timeout")

@@ -1,0 +1,51 @@
+"""The checks release proofs share. Each is used by a proof and by its negative control, so the same code that
+passes on the real runtime is shown to fail on a broken one."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import allure
+
+from fixtures_sites.server import FixtureServer
+from lab.tap import CDPTap
+
+COSTS = Path(__file__).resolve().parent.parent / "reports" / "costs"
+
+
+def report_figures(tap: CDPTap, names: dict[str, str]) -> dict[str, dict[str, int]]:
+    """Per-target command counts by Page name, attached to the report and printed (`-s` shows them)."""
+    by_target = tap.by_target()
+    figures = {name: dict(by_target.get(target, Counter())) for name, target in names.items()}
+    summary = {name: sum(calls.values()) for name, calls in figures.items()}
+    allure.attach(json.dumps({"total": summary, "by_method": figures}, indent=2), "calls per Page", "application/json")
+    print(f"CDP commands per Page: {summary}")
+    return figures
+
+
+def record_cost(name: str, figures: dict[str, object]) -> None:
+    """Keep a cost figure for `make lab`'s cost summary (reports/costs/) and the report."""
+    COSTS.mkdir(parents=True, exist_ok=True)
+    (COSTS / f"{name}.json").write_text(json.dumps(figures, indent=2), encoding="utf-8")
+    allure.attach(json.dumps(figures, indent=2), name, "application/json")
+    print(f"{name}: {figures}")
+
+
+def assert_untouched(tap: CDPTap, targets: dict[str, str]) -> None:
+    """Not one CDP command, from any client, reached these Pages."""
+    by_target = tap.by_target()
+    touched = {name: dict(by_target[t]) for name, t in targets.items() if by_target.get(t)}
+    assert not touched, f"unauthorized Pages were touched: {touched}"
+
+
+def assert_no_runtime_calls(tap: CDPTap) -> None:
+    """Nothing the runtime or a backend could send reached Chromium at all."""
+    calls = tap.count(label="runtime")
+    assert calls == 0, f"{calls} CDP commands reached Chromium: {dict(tap.by_target(label='runtime'))}"
+
+
+def assert_no_writes(server: FixtureServer) -> None:
+    writes = server.ledger.writes()
+    assert writes == [], f"{len(writes)} real writes: {[w.path for w in writes]}"
