@@ -9,7 +9,7 @@ NPM_STAMP := backends/node_modules/.installed
 VENV_STAMP := $(VENV)/.installed
 RESULTS := reports/allure-results
 
-.PHONY: setup chromium test lab bench lint clean
+.PHONY: setup chromium test lab bench lint parity-doc clean
 
 setup: chromium $(VENV_STAMP) $(NPM_STAMP)
 
@@ -44,6 +44,10 @@ lint: $(VENV_STAMP)
 # BACKEND=name limits the release proofs to one backend.
 test: setup lint
 	$(PYTEST) suites --benchmark-skip $(if $(BACKEND),--backend $(BACKEND))
+
+# docs/parity.md is generated from the parity ledger (suites/parity/ledger.py); `pytest suites/parity` checks it.
+parity-doc: $(VENV_STAMP)
+	$(PY) -m suites.parity.ledger --write
 
 # Benchmarks only: act latency against the raw upstream, side by side.
 bench: setup

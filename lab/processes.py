@@ -17,6 +17,7 @@ class Proc:
     pgid: int
     state: str
     name: str
+    ppid: int = 0
 
 
 def processes() -> list[Proc]:
@@ -30,8 +31,26 @@ def processes() -> list[Proc]:
             continue  # exited while we looked
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2 :].split()
-        found.append(Proc(int(entry.name), int(fields[2]), fields[0], name))
+        found.append(Proc(int(entry.name), int(fields[2]), fields[0], name, int(fields[1])))
     return found
+
+
+def command_line(pid: int) -> str:
+    """The process's command line, space-joined ("" once it has exited)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def children_running(parent: int, needle: str) -> list[Proc]:
+    """Live (non-zombie) direct children of `parent` whose command line contains `needle`.
+
+    Direct children of one process, not a system-wide `pgrep`: other test runs on the same machine start the same
+    servers, and only ours say anything about the system under test."""
+    return [
+        p for p in processes() if p.ppid == parent and p.state not in ("Z", "X") and needle in command_line(p.pid)
+    ]
 
 
 def alive_in_group(pgid: int) -> list[Proc]:

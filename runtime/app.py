@@ -18,9 +18,14 @@ from runtime.service import BackendFactory, ComputerUseService, Settings
 
 def default_backends() -> dict[str, BackendFactory]:
     from backends.chrome_devtools_mcp import ChromeDevToolsMCPBackend
+    from backends.open_claude_chrome import OpenClaudeChromeBackend
     from backends.playwright_mcp import PlaywrightMCPBackend
 
-    return {"playwright_mcp": PlaywrightMCPBackend, "chrome_devtools_mcp": ChromeDevToolsMCPBackend}
+    return {
+        "playwright_mcp": PlaywrightMCPBackend,
+        "chrome_devtools_mcp": ChromeDevToolsMCPBackend,
+        "open_claude_chrome": OpenClaudeChromeBackend,
+    }
 
 
 @dataclass

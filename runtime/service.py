@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from runtime.backend import Backend, BackendConfig, BackendError
+from runtime.backend import Backend, BackendConfig, BackendError, Element
 from runtime.capability.host import ContextStore, PageContext
 from runtime.capability.token import CapabilityError
 from runtime.capability.verifier import CapabilityVerifier, StaleContext
@@ -346,10 +346,14 @@ class ComputerUseService:
         except TimeoutError:
             if "trust_backend" in self.sabotage:
                 return Outcome(ComputerUseResult(status="ok", message="done"))
+            if "switch_backend_on_failure" in self.sabotage:
+                await self._sabotage_retry_on_another_backend(session, action, element)
             raise Refusal(
                 ReasonCode.timeout, "the action did not finish in time; it may have partly happened"
             ) from None
         except BackendError as exc:
+            if "switch_backend_on_failure" in self.sabotage:
+                await self._sabotage_retry_on_another_backend(session, action, element)
             raise self._backend_refusal(session, exc) from None
         finally:
             lease.release()
@@ -359,6 +363,21 @@ class ComputerUseService:
             raise Refusal(refusal.code, f"the action was sent, but re-observing failed: {refusal}") from None
         outcome.result.message = f"{action.type} done with backend {session.backend_name}; this is the new frame."
         return outcome
+
+    async def _sabotage_retry_on_another_backend(
+        self, session: ComputerSession, action: Action, element: Element | None
+    ) -> None:
+        """The `switch_backend_on_failure` sabotage only: exactly what the runtime must never do. On a failed or
+        timed-out act it starts the backend the setting names now, finds the same element there and sends the
+        action again (a second click, a second submit). The backend freeze proof's negative control."""
+        with contextlib.suppress(Exception):
+            fallback = await self._open_session(session.page)
+            snapshot = await asyncio.wait_for(fallback.backend.snapshot(), self.settings.observe_timeout)
+            again = None
+            if element is not None:
+                again = next((e for e in snapshot.elements if (e.role, e.name) == (element.role, element.name)), None)
+            retry = action.model_copy(update={"ref": again.ref}) if again is not None else action
+            await asyncio.wait_for(fallback.backend.act(retry, again), self.settings.act_timeout)
 
     async def _structure(self, session: ComputerSession) -> Structure:
         try:

@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from runtime.cdp import CDPConnection
+from runtime.cdp import CDPConnection, CDPError
 from runtime.models.page import Geometry, Page, PageInfo
 from runtime.registry.relation import relation
 
@@ -158,12 +158,16 @@ class PageRegistry:
         infos = {t["targetId"]: t for t in (await self._cdp.send("Target.getTargets"))["targetInfos"]}
         chat = self.chat
         for page in [self.get(h) for h in handles] + ([chat] if chat else []):
-            page.geometry = await self._geometry(page.window_id)
             info = infos.get(page.cdp_target_id)
             if info is None:
                 self._lost.add(page.cdp_target_id)
-            else:
-                page.title, page.url = info.get("title", ""), info.get("url", "")
+                continue
+            try:
+                page.geometry = await self._geometry(page.window_id)
+            except CDPError:  # closed between the target list and this read: lost, not a failed request
+                self._lost.add(page.cdp_target_id)
+                continue
+            page.title, page.url = info.get("title", ""), info.get("url", "")
 
     def info(self, page: Page) -> PageInfo:
         chat = self.chat

@@ -30,6 +30,8 @@ from runtime.backend import BackendConfig, BackendError, Element
 from runtime.models import Action
 from suites.backends.conftest import MakeCDM
 
+pytestmark = pytest.mark.req(backend="chrome_devtools_mcp")
+
 DATA = Path(__file__).parent / "data"
 PAGE_TOOLS_NEVER_CALLED = ("list_pages", "select_page", "new_page", "close_page")
 
@@ -71,6 +73,7 @@ def proc_environ_and_cwd(pid: int) -> tuple[dict[str, str], Path]:
 # -- observation ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.req("adapter:snapshot")
 async def test_snapshot_of_the_form_lists_its_controls_with_roles_names_state_and_its_text(
     cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap
 ) -> None:
@@ -100,6 +103,7 @@ async def test_snapshot_of_the_form_lists_its_controls_with_roles_names_state_an
     assert tap.count(label="backend", category="screenshot") == 0
 
 
+@pytest.mark.req("adapter:one-write")
 async def test_type_select_and_click_make_exactly_one_write_with_the_typed_values_and_no_screenshot(
     cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
@@ -147,6 +151,7 @@ async def test_type_select_and_click_make_exactly_one_write_with_the_typed_value
 
 
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
+@pytest.mark.req("adapter:compact-snapshot")
 async def test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_tokens(
     cdm: ChromeDevToolsMCPBackend, bound_page: LabPage
 ) -> None:
@@ -169,6 +174,7 @@ async def test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_token
 
 
 @pytest.mark.parametrize("bound_page", ["/frames/"], indirect=True)
+@pytest.mark.req("adapter:unique-refs", "frames:iframe-refs")
 async def test_a_uid_the_upstream_gives_two_nodes_is_never_offered_as_a_ref(
     cdm: ChromeDevToolsMCPBackend, bound_page: LabPage
 ) -> None:
@@ -186,6 +192,7 @@ async def test_a_uid_the_upstream_gives_two_nodes_is_never_offered_as_a_ref(
 # -- failures ------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.req("adapter:refs-only")
 async def test_a_stale_or_unknown_ref_is_an_element_error_and_a_selector_never_reaches_the_upstream(
     cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
@@ -204,6 +211,7 @@ async def test_a_stale_or_unknown_ref_is_an_element_error_and_a_selector_never_r
 
 
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
+@pytest.mark.req("adapter:element-errors")
 async def test_clicking_a_disabled_button_is_an_element_error_not_a_timeout(
     cdm: ChromeDevToolsMCPBackend, fixture_server: FixtureServer
 ) -> None:
@@ -214,6 +222,7 @@ async def test_clicking_a_disabled_button_is_an_element_error_not_a_timeout(
     assert fixture_server.ledger.writes() == []
 
 
+@pytest.mark.req("action:type-multiline", "action:type-submit")
 async def test_a_line_break_in_typed_text_is_refused_before_it_can_press_enter(
     cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
@@ -231,6 +240,7 @@ async def test_a_line_break_in_typed_text_is_refused_before_it_can_press_enter(
 
 
 @pytest.mark.parametrize("bound_page", ["/sensitive/"], indirect=True)
+@pytest.mark.req("adapter:dialog-never-answered")
 async def test_a_javascript_dialog_is_never_answered_and_blocks_the_next_observation_as_an_error(
     cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, fixture_server: FixtureServer
 ) -> None:
@@ -244,6 +254,7 @@ async def test_a_javascript_dialog_is_never_answered_and_blocks_the_next_observa
     assert fixture_server.ledger.writes() == []  # nobody said OK
 
 
+@pytest.mark.req("adapter:target-lost")
 async def test_after_the_page_closes_every_call_is_target_lost_and_stops_at_the_adapter(
     cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
 ) -> None:
@@ -264,6 +275,7 @@ async def test_after_the_page_closes_every_call_is_target_lost_and_stops_at_the_
     assert tap.by_target(label="backend") == {}  # sticky: nothing more went upstream
 
 
+@pytest.mark.req("adapter:timeout", "action:navigate")
 async def test_a_navigation_the_upstream_gives_up_on_is_a_timeout_not_success_and_the_child_stays_usable(
     make_cdm: MakeCDM, bound_page: LabPage, fixture_server: FixtureServer
 ) -> None:
@@ -282,6 +294,7 @@ async def test_a_navigation_the_upstream_gives_up_on_is_a_timeout_not_success_an
     assert (await cdm.snapshot()).url == fixture_server.url("/dom_form/")
 
 
+@pytest.mark.req("adapter:timeout")
 async def test_an_upstream_call_past_its_timeout_is_a_timeout_and_the_child_stays_usable(
     make_cdm: MakeCDM, bound_page: LabPage, fixture_server: FixtureServer
 ) -> None:
@@ -300,6 +313,7 @@ async def test_an_upstream_call_past_its_timeout_is_a_timeout_and_the_child_stay
     assert (await cdm.snapshot()).url == fixture_server.url("/dom_form/")
 
 
+@pytest.mark.req("adapter:cancel")
 async def test_a_cancelled_call_propagates_and_leaves_the_child_running_and_consistent(
     cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, fixture_server: FixtureServer
 ) -> None:
@@ -323,6 +337,7 @@ async def test_a_cancelled_call_propagates_and_leaves_the_child_running_and_cons
 # -- screenshot, point click, scroll -------------------------------------------------------------------------------
 
 
+@pytest.mark.req("adapter:one-screenshot")
 async def test_screenshot_is_exactly_one_capture_of_the_viewport(
     cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap, workspace: Workspace
 ) -> None:
@@ -338,6 +353,7 @@ async def test_screenshot_is_exactly_one_capture_of_the_viewport(
 
 
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
+@pytest.mark.req("adapter:point-click", "adapter:scroll-to-ref", "action:scroll-without-ref")
 async def test_point_click_and_scroll_to_a_ref_reach_the_page_and_a_free_scroll_is_refused(
     cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
 ) -> None:
@@ -369,6 +385,7 @@ async def test_point_click_and_scroll_to_a_ref_reach_the_page_and_a_free_scroll_
 # -- process hygiene -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.req("adapter:child-hygiene")
 async def test_the_child_runs_in_the_workdir_writes_nothing_outside_and_close_leaves_no_process_behind(
     make_cdm: MakeCDM, bound_page: LabPage, tap: CDPTap, tmp_path: Path
 ) -> None:
@@ -402,6 +419,7 @@ async def test_the_child_runs_in_the_workdir_writes_nothing_outside_and_close_le
 # -- unit: no browser ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.req("adapter:allowlist")
 async def test_the_call_site_refuses_every_tool_outside_the_allowlist_before_sending_anything(tmp_path: Path) -> None:
     client = UpstreamClient(
         Path("/nonexistent/chrome-devtools-mcp"),
@@ -440,6 +458,7 @@ async def test_the_call_site_refuses_every_tool_outside_the_allowlist_before_sen
         await client.call("take_snapshot", {})
 
 
+@pytest.mark.req("adapter:one-upstream-call")
 def test_every_canonical_action_maps_to_exactly_one_allowlisted_tool(tmp_path: Path) -> None:
     backend = ChromeDevToolsMCPBackend(BackendConfig(cdp_endpoint="http://127.0.0.1:9", workdir=tmp_path))
     button = Element(ref="4_12", role="button", name="Send")
@@ -490,6 +509,7 @@ def test_every_canonical_action_maps_to_exactly_one_allowlisted_tool(tmp_path: P
             assert error.value.kind == kind, action
 
 
+@pytest.mark.req("adapter:error-kinds")
 def test_upstream_error_texts_map_to_the_four_kinds() -> None:
     assert classify("No page found") == "target_lost"
     assert classify("The selected page has been closed. Call list_pages to see open pages.") == "target_lost"
@@ -518,6 +538,7 @@ def test_upstream_error_texts_map_to_the_four_kinds() -> None:
     assert navigation_failure("Successfully navigated to http://localhost/.\n## Pages\n1: http://localhost/") is None
 
 
+@pytest.mark.req("adapter:parser")
 def test_the_parser_reads_a_captured_form_snapshot_from_its_json_exactly() -> None:
     structured, text = captured("cdm_dom_form_snapshot.json")
     snapshot = parse_snapshot(structured, text)
@@ -551,6 +572,7 @@ def test_the_parser_reads_a_captured_form_snapshot_from_its_json_exactly() -> No
     assert not any("uid=" in line or "url=" in line for line in lines)
 
 
+@pytest.mark.req("adapter:parser", "adapter:unique-refs")
 def test_the_parser_drops_every_ref_the_upstream_gave_to_two_nodes() -> None:
     structured, text = captured("cdm_frames_snapshot.json")
     uids = Counter(node["id"] for node in nodes_of(structured["snapshot"]))
@@ -564,6 +586,7 @@ def test_the_parser_drops_every_ref_the_upstream_gave_to_two_nodes() -> None:
     assert "# Chat with Northwind support" in snapshot.text
 
 
+@pytest.mark.req("adapter:parser")
 def test_the_parser_maps_states_levels_and_names_and_rejects_a_tree_it_does_not_know() -> None:
     tree = {
         "id": "1_0",

@@ -28,6 +28,8 @@ from runtime.backend import BackendConfig, BackendError, Element
 from runtime.models import Action
 from suites.backends.conftest import MakeBackend
 
+pytestmark = pytest.mark.req(backend="playwright_mcp")
+
 DATA = Path(__file__).parent / "data"
 
 
@@ -59,6 +61,7 @@ def proc_environ_and_cwd(pid: int) -> tuple[dict[str, str], Path]:
 # -- observation ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.req("adapter:snapshot")
 async def test_snapshot_of_the_form_lists_its_controls_with_roles_names_state_and_its_text(
     pw: PlaywrightMCPBackend, bound_page: LabPage, tap: CDPTap
 ) -> None:
@@ -87,6 +90,7 @@ async def test_snapshot_of_the_form_lists_its_controls_with_roles_names_state_an
     assert tap.count(label="backend", category="screenshot") == 0
 
 
+@pytest.mark.req("adapter:one-write")
 async def test_type_select_and_click_make_exactly_one_write_with_the_typed_values_and_no_screenshot(
     pw: PlaywrightMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
@@ -133,6 +137,7 @@ async def test_type_select_and_click_make_exactly_one_write_with_the_typed_value
     assert not any(m.startswith("Input.") for m in calls["select"])
 
 
+@pytest.mark.req("adapter:compact-snapshot")
 async def test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_tokens(
     pw: PlaywrightMCPBackend, fixture_server: FixtureServer
 ) -> None:
@@ -157,6 +162,7 @@ async def test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_token
 # -- failures ------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.req("adapter:refs-only")
 async def test_a_stale_or_unknown_ref_is_an_element_error_and_a_selector_never_reaches_the_upstream(
     pw: PlaywrightMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
@@ -175,6 +181,7 @@ async def test_a_stale_or_unknown_ref_is_an_element_error_and_a_selector_never_r
 
 
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
+@pytest.mark.req("adapter:element-errors")
 async def test_clicking_a_disabled_button_is_an_element_error_not_a_timeout(
     bound_page: LabPage, make_backend: MakeBackend, fixture_server: FixtureServer
 ) -> None:
@@ -186,6 +193,22 @@ async def test_clicking_a_disabled_button_is_an_element_error_not_a_timeout(
     assert fixture_server.ledger.writes() == []
 
 
+@pytest.mark.parametrize("bound_page", ["/sensitive/"], indirect=True)
+@pytest.mark.req("adapter:dialog-never-answered")
+async def test_a_javascript_dialog_is_never_answered_and_blocks_the_next_observation_as_an_error(
+    pw: PlaywrightMCPBackend, fixture_server: FixtureServer
+) -> None:
+    pay = by_name((await pw.snapshot()).elements, "button", "Pay now")
+    await pw.act(Action(type="click", ref=pay.ref), pay)  # the click happened; its confirm() is now open
+
+    with pytest.raises(BackendError) as blocked:  # the snapshot tool refuses while a modal is open
+        await pw.snapshot()
+    assert blocked.value.kind == "upstream"
+    assert "modal state" in str(blocked.value)
+    assert fixture_server.ledger.writes() == []  # nobody said OK (browser_handle_dialog is not allowlisted)
+
+
+@pytest.mark.req("adapter:target-lost")
 async def test_after_the_page_closes_every_call_is_target_lost_and_stops_at_the_adapter(
     pw: PlaywrightMCPBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
 ) -> None:
@@ -206,6 +229,7 @@ async def test_after_the_page_closes_every_call_is_target_lost_and_stops_at_the_
     assert tap.by_target(label="backend") == {}  # sticky: nothing more went upstream
 
 
+@pytest.mark.req("adapter:timeout")
 async def test_an_upstream_call_past_its_timeout_is_a_timeout_and_the_child_stays_usable(
     bound_page: LabPage, make_backend: MakeBackend, fixture_server: FixtureServer
 ) -> None:
@@ -225,6 +249,7 @@ async def test_an_upstream_call_past_its_timeout_is_a_timeout_and_the_child_stay
     assert stall.holding
 
 
+@pytest.mark.req("adapter:cancel")
 async def test_a_cancelled_call_propagates_and_leaves_the_child_running_and_consistent(
     pw: PlaywrightMCPBackend, bound_page: LabPage, fixture_server: FixtureServer
 ) -> None:
@@ -248,6 +273,7 @@ async def test_a_cancelled_call_propagates_and_leaves_the_child_running_and_cons
 # -- screenshot ----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.req("adapter:one-screenshot")
 async def test_screenshot_is_exactly_one_capture_of_the_viewport(
     pw: PlaywrightMCPBackend, bound_page: LabPage, tap: CDPTap, workspace: Workspace
 ) -> None:
@@ -265,6 +291,7 @@ async def test_screenshot_is_exactly_one_capture_of_the_viewport(
 # -- process hygiene -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.req("adapter:child-hygiene")
 async def test_the_child_runs_in_the_workdir_and_close_leaves_no_process_behind(
     bound_page: LabPage, tap: CDPTap, tmp_path: Path
 ) -> None:
@@ -296,6 +323,7 @@ async def test_the_child_runs_in_the_workdir_and_close_leaves_no_process_behind(
 # -- unit: no browser ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.req("adapter:allowlist")
 async def test_the_call_site_refuses_every_tool_outside_the_allowlist_before_sending_anything(tmp_path: Path) -> None:
     client = UpstreamClient(
         Path("/nonexistent/playwright-mcp"),
@@ -326,6 +354,7 @@ async def test_the_call_site_refuses_every_tool_outside_the_allowlist_before_sen
         await client.call("browser_snapshot", {})
 
 
+@pytest.mark.req("adapter:one-upstream-call")
 def test_every_canonical_action_maps_to_exactly_one_allowlisted_tool(tmp_path: Path) -> None:
     backend = PlaywrightMCPBackend(BackendConfig(cdp_endpoint="http://127.0.0.1:9", workdir=tmp_path))
     button = Element(ref="f1e3", role="button", name="Send")
@@ -350,6 +379,7 @@ def test_every_canonical_action_maps_to_exactly_one_allowlisted_tool(tmp_path: P
         assert error.value.kind == "upstream"
 
 
+@pytest.mark.req("adapter:error-kinds")
 def test_upstream_error_texts_map_to_the_four_kinds() -> None:
     assert classify("### Error\nError: browserBackend.callTool: Target page, context or browser has been closed") == (
         "target_lost"
@@ -379,6 +409,7 @@ def test_upstream_error_texts_map_to_the_four_kinds() -> None:
     assert classify("Error: net::ERR_UNSAFE_PORT at http://127.0.0.1:1/") == "upstream"
 
 
+@pytest.mark.req("adapter:parser")
 def test_the_parser_reads_a_captured_form_snapshot_exactly() -> None:
     text = (DATA / "dom_form_snapshot.md").read_text(encoding="utf-8")
     snapshot = parse_snapshot_answer(text)
@@ -410,6 +441,7 @@ def test_the_parser_reads_a_captured_form_snapshot_exactly() -> None:
     assert not any(line.startswith(("/url", "- ")) for line in lines)
 
 
+@pytest.mark.req("adapter:parser", "adapter:unique-refs", "frames:iframe-refs")
 def test_the_parser_keeps_iframe_refs_usable() -> None:
     snapshot = parse_snapshot_answer((DATA / "frames_snapshot.md").read_text(encoding="utf-8"))
     inner = by_name(snapshot.elements, "button", "Send")
@@ -420,6 +452,7 @@ def test_the_parser_keeps_iframe_refs_usable() -> None:
     assert "# Chat with Northwind support" in snapshot.text
 
 
+@pytest.mark.req("adapter:parser")
 def test_the_parser_handles_yaml_quoting_and_hidden_or_unreferenced_nodes() -> None:
     roots = parse_aria(
         "\n".join(
@@ -454,6 +487,7 @@ def test_the_parser_handles_yaml_quoting_and_hidden_or_unreferenced_nodes() -> N
 
 
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
+@pytest.mark.req("adapter:point-click", "adapter:scroll-to-ref")
 async def test_point_click_wheel_scroll_and_scroll_to_a_ref_reach_the_page(
     pw: PlaywrightMCPBackend, bound_page: LabPage, workspace: Workspace
 ) -> None:

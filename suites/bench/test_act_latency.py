@@ -30,6 +30,8 @@ from runtime.service import Settings
 from suites.conftest import client_in_task
 from suites.proofs import record_cost
 
+pytestmark = pytest.mark.req("bench:act-latency")
+
 ROOT = Path(__file__).resolve().parents[2]
 PLAYWRIGHT_MCP = ROOT / "backends" / "node_modules" / ".bin" / "playwright-mcp"
 RESULTS: dict[str, float] = {}

@@ -3,8 +3,6 @@
 - tools/list (the one tool, its schema and descriptions) costs at most 1,100 o200k tokens.
 - observe with detail=interactive costs at most 15 tokens per interactive element on the catalogue, and every
   element stays reachable through follow-up reads of the same frame.
-
-Requirements: budget:tools-list, budget:observe-per-element, budget:no-unreachable-element.
 """
 
 from __future__ import annotations
@@ -39,6 +37,7 @@ def assert_tools_list_within_budget(tokens: int) -> None:
     assert tokens <= TOOLS_LIST_BUDGET, f"tools/list costs {tokens} tokens (budget {TOOLS_LIST_BUDGET})"
 
 
+@pytest.mark.req("budget:tools-list")
 async def test_tools_list_costs_at_most_1100_tokens() -> None:
     async with Client(build_server(_NoService())) as client:  # type: ignore[arg-type]
         tokens = tools_list_tokens((await client.list_tools()).tools)
@@ -47,6 +46,7 @@ async def test_tools_list_costs_at_most_1100_tokens() -> None:
 
 
 @pytest.mark.negative_control
+@pytest.mark.req("budget:tools-list")
 async def test_the_budget_check_catches_the_uncompacted_schema() -> None:
     server = build_server(_NoService())  # type: ignore[arg-type]
     raw = await MCPServer.list_tools(server)  # what the SDK would publish without the runtime's compaction
@@ -54,6 +54,7 @@ async def test_the_budget_check_catches_the_uncompacted_schema() -> None:
         assert_tools_list_within_budget(tools_list_tokens(raw))
 
 
+@pytest.mark.req("budget:observe-per-element", "budget:no-unreachable-element")
 async def test_observing_the_catalogue_costs_at_most_15_tokens_per_element_and_loses_none(
     single, agent: Agent, backend: str
 ) -> None:

@@ -46,6 +46,7 @@ async def gift_checked(workspace: Workspace, page: LabPage) -> bool:
 # -- raw CDP ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.req("gateway:discovery-only-bound")
 async def test_http_discovery_lists_only_the_bound_page_and_points_every_url_at_the_gateway(
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages
 ) -> None:
@@ -75,6 +76,7 @@ async def test_http_discovery_lists_only_the_bound_page_and_points_every_url_at_
     untouched(tap, a, b, c)
 
 
+@pytest.mark.req("gateway:discovery-only-bound")
 async def test_a_raw_client_sees_only_the_bound_page_and_can_attach_and_evaluate_on_it(
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages, clients: list[CDPClient]
 ) -> None:
@@ -99,6 +101,7 @@ async def test_a_raw_client_sees_only_the_bound_page_and_can_attach_and_evaluate
     assert not gateway.refusals
 
 
+@pytest.mark.req("gateway:refuses-other-targets")
 async def test_a_raw_client_is_refused_other_targets_new_pages_cookies_and_browser_control_and_b_c_stay_untouched(
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages, clients: list[CDPClient]
 ) -> None:
@@ -139,6 +142,7 @@ async def test_a_raw_client_is_refused_other_targets_new_pages_cookies_and_brows
     assert tap.by_target(label="gateway")[BROWSER]["Target.createTarget"] == 0
 
 
+@pytest.mark.req("gateway:auto-attach")
 async def test_browser_level_auto_attach_becomes_one_attach_to_the_bound_page(
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages, clients: list[CDPClient]
 ) -> None:
@@ -162,6 +166,7 @@ async def test_browser_level_auto_attach_becomes_one_attach_to_the_bound_page(
     untouched(tap, b, c)
 
 
+@pytest.mark.req("gateway:iframe-sessions")
 async def test_session_level_auto_attach_on_the_bound_page_reaches_its_cross_origin_iframe(
     tap: CDPTap,
     make_gateway: Gateways,
@@ -195,6 +200,7 @@ async def test_session_level_auto_attach_on_the_bound_page_reaches_its_cross_ori
     untouched(tap, b, c)
 
 
+@pytest.mark.req("gateway:absorbs-focus")
 async def test_download_behaviour_and_focus_methods_are_absorbed_and_never_reach_chromium(
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages, clients: list[CDPClient]
 ) -> None:
@@ -218,6 +224,7 @@ async def test_download_behaviour_and_focus_methods_are_absorbed_and_never_reach
     untouched(tap, b, c)
 
 
+@pytest.mark.req("gateway:page-endpoint")
 async def test_the_page_endpoint_serves_only_the_bound_page(
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages, clients: list[CDPClient]
 ) -> None:
@@ -238,6 +245,7 @@ async def test_the_page_endpoint_serves_only_the_bound_page(
     untouched(tap, b, c)
 
 
+@pytest.mark.req("gateway:malformed-frame")
 async def test_a_malformed_frame_closes_only_that_client_with_a_reason(
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages, clients: list[CDPClient]
 ) -> None:
@@ -257,6 +265,7 @@ async def test_a_malformed_frame_closes_only_that_client_with_a_reason(
     untouched(tap, a, b, c)
 
 
+@pytest.mark.req("gateway:quiet")
 async def test_the_gateway_on_its_own_makes_one_browser_level_discovery_call_and_nothing_on_any_page(
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages
 ) -> None:
@@ -267,6 +276,7 @@ async def test_the_gateway_on_its_own_makes_one_browser_level_discovery_call_and
     }
 
 
+@pytest.mark.req("gateway:close")
 async def test_closing_the_gateway_closes_every_client_connection(
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages, clients: list[CDPClient]
 ) -> None:
@@ -285,6 +295,7 @@ async def test_closing_the_gateway_closes_every_client_connection(
         await get_json(gateway.url, "/json/version")
 
 
+@pytest.mark.req("gateway:missing-target")
 async def test_a_gateway_for_a_target_that_does_not_exist_refuses_to_start(
     tap: CDPTap, recorder: EventRecorder
 ) -> None:
@@ -296,6 +307,7 @@ async def test_a_gateway_for_a_target_that_does_not_exist_refuses_to_start(
 # -- the real MCP backends -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.req("gateway:upstream-scoped", backend="playwright_mcp")
 async def test_playwright_mcp_snapshots_and_clicks_the_bound_page_and_never_touches_the_others(
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages, workspace: Workspace
 ) -> None:
@@ -315,6 +327,7 @@ async def test_playwright_mcp_snapshots_and_clicks_the_bound_page_and_never_touc
     assert not gateway.refusals, gateway.refusals
 
 
+@pytest.mark.req("gateway:iframe-sessions", "gateway:upstream-scoped", backend="playwright_mcp")
 async def test_playwright_mcp_sees_the_cross_origin_iframe_of_the_bound_page(
     tap: CDPTap,
     make_gateway: Gateways,
@@ -333,6 +346,7 @@ async def test_playwright_mcp_sees_the_cross_origin_iframe_of_the_bound_page(
     assert not gateway.refusals, gateway.refusals
 
 
+@pytest.mark.req("gateway:upstream-scoped", "gateway:absorbs-focus", backend="chrome_devtools_mcp")
 async def test_chrome_devtools_mcp_snapshots_and_clicks_the_bound_page_without_focus_calls_or_other_pages(
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages, workspace: Workspace
 ) -> None:
@@ -361,6 +375,7 @@ async def test_chrome_devtools_mcp_snapshots_and_clicks_the_bound_page_without_f
 # -- what the runtime must hear about ------------------------------------------------------------------------------
 
 
+@pytest.mark.req("gateway:events")
 async def test_a_popup_opened_by_the_bound_page_is_reported_to_the_runtime_and_invisible_to_the_client(
     tap: CDPTap,
     make_gateway: Gateways,
@@ -399,6 +414,7 @@ async def test_a_popup_opened_by_the_bound_page_is_reported_to_the_runtime_and_i
         await hands.send("Target.closeTarget", {"targetId": popup.target_id})
 
 
+@pytest.mark.req("gateway:events")
 async def test_a_crash_of_the_bound_page_is_reported_and_forwarded_to_its_client(
     tap: CDPTap,
     make_gateway: Gateways,
@@ -429,6 +445,7 @@ async def test_a_crash_of_the_bound_page_is_reported_and_forwarded_to_its_client
     untouched(tap, b, c)
 
 
+@pytest.mark.req("gateway:events")
 async def test_closing_the_bound_page_is_reported_as_destroyed(
     tap: CDPTap,
     make_gateway: Gateways,
@@ -455,6 +472,7 @@ async def test_closing_the_bound_page_is_reported_as_destroyed(
     untouched(tap, b, c)
 
 
+@pytest.mark.req("gateway:events")
 async def test_losing_the_browser_is_reported_and_closes_the_clients(recorder: EventRecorder) -> None:
     chromium = await launch()
     try:
@@ -482,6 +500,7 @@ async def _first_page(endpoint: str) -> str:
 
 
 @pytest.mark.negative_control
+@pytest.mark.req("gateway:refuses-other-targets")
 async def test_isolation_check_catches_a_gateway_without_target_filtering_used_by_a_raw_client(
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages, clients: list[CDPClient]
 ) -> None:
@@ -502,6 +521,7 @@ async def test_isolation_check_catches_a_gateway_without_target_filtering_used_b
 
 
 @pytest.mark.negative_control
+@pytest.mark.req("gateway:upstream-scoped", backend="playwright_mcp")
 async def test_isolation_check_catches_playwright_mcp_behind_a_gateway_without_target_filtering(
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages
 ) -> None:

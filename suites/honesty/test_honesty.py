@@ -1,9 +1,5 @@
 """Failure honesty: an empty assertion, a stale frame, a timeout, a cancel during act and a lost target never
 come back as success, and each gets its own reason code.
-
-Requirements: honesty:empty-assertion, honesty:stale-frame, honesty:timeout, honesty:cancel-during-act,
-honesty:target-lost, honesty:verification-failed, reason:stale_observation, reason:timeout, reason:target_lost,
-reason:verification_failed, reason:invalid_arguments.
 """
 
 from __future__ import annotations
@@ -26,6 +22,7 @@ def assert_not_success(result: ComputerUseResult, code: str) -> None:
     assert result.hint
 
 
+@pytest.mark.req("honesty:empty-assertion", "reason:invalid_arguments")
 async def test_an_empty_or_unknown_assertion_is_invalid_arguments_never_verified(single, agent: Agent) -> None:
     await single("/dom_form/")
     seen = await agent.observe(page="left")
@@ -38,6 +35,7 @@ async def test_an_empty_or_unknown_assertion_is_invalid_arguments_never_verified
         assert_not_success(await agent.verify(seen, **assertion), "invalid_arguments")
 
 
+@pytest.mark.req("honesty:verification-failed", "reason:verification_failed")
 async def test_an_assertion_that_does_not_hold_is_verification_failed(single, agent: Agent) -> None:
     await single("/dom_form/")
     seen = await agent.observe(page="left")
@@ -47,6 +45,7 @@ async def test_an_assertion_that_does_not_hold_is_verification_failed(single, ag
     assert "absent" in result.failures[0]
 
 
+@pytest.mark.req("honesty:stale-frame", "reason:stale_observation", "lifecycle:frame-advances-after-write")
 async def test_acting_on_a_stale_frame_is_stale_observation_and_writes_nothing(
     single, agent: Agent, fixture_server: FixtureServer
 ) -> None:
@@ -62,6 +61,7 @@ async def test_acting_on_a_stale_frame_is_stale_observation_and_writes_nothing(
     assert fixture_server.ledger.writes() == []
 
 
+@pytest.mark.req("honesty:timeout", "reason:timeout")
 async def test_an_action_that_does_not_finish_in_time_is_timeout(
     single, agent: Agent, fixture_server: FixtureServer
 ) -> None:
@@ -77,6 +77,7 @@ async def test_an_action_that_does_not_finish_in_time_is_timeout(
     assert_not_success(again, "stale_observation")  # the frame was spent: observe before acting again
 
 
+@pytest.mark.req("honesty:cancel-during-act", "reason:cancelled", "writes:at-most-one")
 async def test_cancelling_during_act_gives_no_success_and_at_most_one_write(
     single, agent: Agent, fixture_server: FixtureServer
 ) -> None:
@@ -95,6 +96,7 @@ async def test_cancelling_during_act_gives_no_success_and_at_most_one_write(
     assert_not_success(await agent.act(seen, type="click", ref=submit), "stale_observation")
 
 
+@pytest.mark.req("concurrency:write-lease", "reason:timeout")
 async def test_a_second_session_cannot_write_while_the_first_holds_the_pages_write_lease(
     single, agent: Agent, fixture_server: FixtureServer
 ) -> None:
@@ -112,6 +114,7 @@ async def test_a_second_session_cannot_write_while_the_first_holds_the_pages_wri
     assert len(fixture_server.ledger.writes()) == 1
 
 
+@pytest.mark.req("honesty:target-lost", "lifecycle:target-crashed", "reason:target_lost")
 async def test_a_crashed_page_is_target_lost_for_act_and_verify(single, agent: Agent, workspace: Workspace) -> None:
     desk: Desk = await single("/dom_form/")
     seen = await agent.observe(page="left")
@@ -131,6 +134,7 @@ async def test_a_crashed_page_is_target_lost_for_act_and_verify(single, agent: A
     assert_not_success(await agent.verify(seen, type="title_matches", pattern="."), "target_lost")
 
 
+@pytest.mark.req("honesty:target-lost", "lifecycle:target-closed", "reason:target_lost")
 async def test_a_closed_page_is_target_lost(single, agent: Agent, workspace: Workspace) -> None:
     desk: Desk = await single("/dom_form/")
     seen = await agent.observe(page="left")
@@ -140,6 +144,7 @@ async def test_a_closed_page_is_target_lost(single, agent: Agent, workspace: Wor
 
 @pytest.mark.negative_control
 @pytest.mark.sabotage("trust_backend")
+@pytest.mark.req("honesty:timeout")
 async def test_the_honesty_check_catches_a_runtime_that_reports_a_timeout_as_done(
     single, agent: Agent, fixture_server: FixtureServer
 ) -> None:

@@ -1,9 +1,5 @@
 """Page isolation: with A authorized, 0 reads and 0 writes reach B, the chat Page or a Page in another window —
 from the runtime or its backend — across observe, act and verify; bad tokens stop before any backend call.
-
-Requirements: isolation:b-untouched, isolation:chat-untouched, isolation:other-window-untouched,
-capability:forged, capability:replayed, capability:cross-connection, capability:stale, capability:missing,
-isolation:unauthorized-page, injection:no-effect.
 """
 
 from __future__ import annotations
@@ -64,6 +60,13 @@ async def observe_act_verify_on_a(agent: Agent) -> None:
     assert checked.verified is True, checked
 
 
+@pytest.mark.req(
+    "isolation:b-untouched",
+    "isolation:chat-untouched",
+    "isolation:other-window-untouched",
+    "action:type",
+    "verify:element-state",
+)
 async def test_with_a_authorized_observe_act_verify_never_touch_b_the_chat_or_another_window(
     layout: Desk, agent: Agent, tap: CDPTap
 ) -> None:
@@ -74,6 +77,12 @@ async def test_with_a_authorized_observe_act_verify_never_touch_b_the_chat_or_an
 
 
 @pytest.mark.parametrize("path", SCENARIOS)
+@pytest.mark.req(
+    "isolation:every-scenario",
+    "isolation:b-untouched",
+    "isolation:chat-untouched",
+    "isolation:other-window-untouched",
+)
 async def test_observing_and_verifying_any_scenario_on_a_reads_nothing_else(
     desk: Desk, other_window: Workspace, agent: Agent, tap: CDPTap, path: str
 ) -> None:
@@ -95,6 +104,7 @@ async def test_observing_and_verifying_any_scenario_on_a_reads_nothing_else(
     assert_untouched(tap, others(desk))
 
 
+@pytest.mark.req("isolation:unauthorized-page", "reason:invalid_capability")
 async def test_naming_b_while_only_a_is_authorized_is_refused_without_touching_b(
     layout: Desk, agent: Agent, tap: CDPTap
 ) -> None:
@@ -111,6 +121,15 @@ async def _raw_call(client: Client, meta: dict | None, **arguments: object) -> C
     return ComputerUseResult.model_validate(raw.structured_content)
 
 
+@pytest.mark.req(
+    "capability:missing",
+    "capability:forged",
+    "capability:replayed",
+    "capability:cross-connection",
+    "capability:stale",
+    "reason:invalid_capability",
+    "reason:page_context_stale",
+)
 async def test_forged_replayed_cross_connection_stale_and_missing_tokens_stop_before_any_backend_call(
     layout: Desk, agent: Agent, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
@@ -145,6 +164,7 @@ async def test_forged_replayed_cross_connection_stale_and_missing_tokens_stop_be
     assert_no_writes(fixture_server)
 
 
+@pytest.mark.req("injection:no-effect", "writes:at-most-one")
 async def test_an_injection_page_changes_nothing_but_the_one_asked_for_write(
     desk: Desk, other_window: Workspace, agent: Agent, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
@@ -175,11 +195,18 @@ async def test_an_injection_page_changes_nothing_but_the_one_asked_for_write(
 
 @pytest.mark.negative_control
 @pytest.mark.sabotage("gateway_unscoped")
+@pytest.mark.req("isolation:b-untouched")
 async def test_the_isolation_check_catches_a_gateway_that_shows_the_backend_every_page(
-    layout: Desk, agent: Agent, tap: CDPTap
+    layout: Desk, agent: Agent, tap: CDPTap, backend: str
 ) -> None:
     # Unscoped, the backend may land on any Page: what it does there is beside the point; that it touched it is.
     seen = await agent.call(command="observe", page="left")
+    if backend == "open_claude_chrome":
+        # The first-party backend refuses an endpoint that shows more than one Page (defence in depth), so it
+        # touches nothing; the gateway's own scoping is proven on this backend by the positive isolation tests.
+        assert seen.status == "failed", seen
+        assert_untouched(tap, others(layout))
+        return
     assert seen.status == "ok", seen
     with pytest.raises(AssertionError, match="unauthorized Pages were touched"):
         assert_untouched(tap, others(layout))
@@ -187,6 +214,7 @@ async def test_the_isolation_check_catches_a_gateway_that_shows_the_backend_ever
 
 @pytest.mark.negative_control
 @pytest.mark.sabotage("skip_capability")
+@pytest.mark.req("capability:missing")
 async def test_the_no_backend_call_check_catches_a_runtime_that_skips_the_token(
     layout: Desk, agent: Agent, tap: CDPTap
 ) -> None:

@@ -7,6 +7,8 @@ import pytest
 from lab.browser import PrerequisiteMissing, find_chromium, launch
 from lab.processes import alive_in_group
 
+pytestmark = pytest.mark.req("lab:browser")
+
 
 def test_a_missing_chromium_gives_a_one_line_instruction_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHROMIUM", "/nonexistent/chromium")

@@ -9,6 +9,8 @@ from aiohttp import web
 from fixtures_sites.server import FixtureServer, ResetError
 from lab.workspace import LabPage, Workspace
 
+pytestmark = pytest.mark.req("lab:fixture-server")
+
 SUBMIT = "/dom_form/submit"
 
 
@@ -22,6 +24,7 @@ async def form(workspace: Workspace, fixture_server: FixtureServer) -> LabPage:
     return await workspace.open("form", fixture_server.url("/dom_form/"), workspace.column(0, 2))
 
 
+@pytest.mark.req("lab:ledger")
 async def test_one_form_post_from_the_browser_is_one_ledger_row(
     workspace: Workspace, fixture_server: FixtureServer, form: LabPage
 ) -> None:
@@ -41,6 +44,7 @@ async def test_one_form_post_from_the_browser_is_one_ledger_row(
     assert (row.scenario, row.method, row.test_id) == ("dom_form", "POST", fixture_server.ledger.test_id)
 
 
+@pytest.mark.req("lab:ledger")
 async def test_the_ledger_is_read_once_and_empty_after_reset(
     workspace: Workspace, fixture_server: FixtureServer, form: LabPage
 ) -> None:
@@ -56,6 +60,7 @@ async def test_the_ledger_is_read_once_and_empty_after_reset(
     assert fixture_server.ledger.writes() == []
 
 
+@pytest.mark.req("lab:ledger")
 async def test_pages_load_from_both_origins_and_the_ledger_tells_them_apart(
     workspace: Workspace, fixture_server: FixtureServer
 ) -> None:
@@ -114,6 +119,7 @@ async def test_reset_rejects_pending_waiters_and_answers_held_requests(
 
 
 @pytest.mark.negative_control
+@pytest.mark.req("lab:ledger")
 async def test_the_exactly_once_check_catches_a_page_that_submits_twice(
     workspace: Workspace, fixture_server: FixtureServer, form: LabPage
 ) -> None:

@@ -16,6 +16,8 @@ from fixtures_sites.routes import Route
 from fixtures_sites.scenarios import ROUTES, canvas, captcha, catalogue, chat
 from fixtures_sites.server import FixtureServer
 
+pytestmark = pytest.mark.req("lab:scenarios")
+
 TIMEOUT = aiohttp.ClientTimeout(total=10)
 
 EXAMPLE_QUERY = {"/catalogue/product": "?sku=" + catalogue.PRODUCTS[0].sku}

@@ -21,6 +21,8 @@ from lab.tap import BROWSER, CDPTap, ChromiumGone
 from lab.workspace import LabPage, Workspace
 from suites.lab.conftest import Connect, Workload, browser_ws_url
 
+pytestmark = pytest.mark.req("lab:tap")
+
 
 def untouched(tap: CDPTap, *pages: LabPage) -> None:
     """The isolation check later suites rely on: not one command reached these pages."""

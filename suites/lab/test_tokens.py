@@ -30,6 +30,8 @@ from mcp.types import (
 
 from lab.tokens import TokenCount, count_text, encoding, image_size, image_tokens, measure
 
+pytestmark = pytest.mark.req("lab:tokens")
+
 # Token ids published outside this repo for o200k_base (GPT-4o).
 PUBLISHED_IDS = {
     "hello world": [24912, 2375],

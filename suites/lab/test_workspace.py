@@ -8,6 +8,8 @@ from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient
 from lab.workspace import Bounds, LabPage, Workspace
 
+pytestmark = pytest.mark.req("lab:workspace")
+
 
 async def assert_swapped(ws: Workspace, a: LabPage, b: LabPage, before_a: Bounds, before_b: Bounds) -> None:
     assert (await ws.bounds(a), await ws.bounds(b)) == (before_b, before_a)

@@ -1,6 +1,4 @@
 """needs_user: login, CAPTCHA and sensitive submits go to the user, with 0 real writes.
-
-Requirements: policy:login, policy:captcha, policy:sensitive, reason:needs_user.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ def assert_handed_over(result) -> None:
     assert result.reason_code == "needs_user"
 
 
+@pytest.mark.req("policy:login", "reason:needs_user")
 async def test_a_login_form_is_the_users_to_fill_and_submit(
     single, agent: Agent, fixture_server: FixtureServer
 ) -> None:
@@ -27,6 +26,7 @@ async def test_a_login_form_is_the_users_to_fill_and_submit(
     assert_no_writes(fixture_server)
 
 
+@pytest.mark.req("policy:captcha", "reason:needs_user")
 async def test_a_captcha_is_the_users_to_solve(single, agent: Agent, fixture_server: FixtureServer) -> None:
     await single("/captcha/")
     seen = await agent.observe(page="left")
@@ -35,6 +35,7 @@ async def test_a_captcha_is_the_users_to_solve(single, agent: Agent, fixture_ser
 
 
 @pytest.mark.parametrize("button", ["Pay now", "Delete account"])
+@pytest.mark.req("policy:sensitive", "reason:needs_user")
 async def test_a_payment_or_deletion_is_the_users_to_confirm(
     single, agent: Agent, fixture_server: FixtureServer, button: str
 ) -> None:
@@ -44,6 +45,7 @@ async def test_a_payment_or_deletion_is_the_users_to_confirm(
     assert_no_writes(fixture_server)
 
 
+@pytest.mark.req("policy:reading-allowed")
 async def test_reading_a_login_page_is_still_allowed(single, agent: Agent) -> None:
     await single("/login/")
     seen = await agent.observe(page="left")
@@ -52,6 +54,7 @@ async def test_reading_a_login_page_is_still_allowed(single, agent: Agent) -> No
 
 @pytest.mark.negative_control
 @pytest.mark.sabotage("no_policy")
+@pytest.mark.req("policy:login")
 async def test_the_no_write_check_catches_a_runtime_without_policy(
     single, agent: Agent, fixture_server: FixtureServer
 ) -> None:

@@ -1,8 +1,5 @@
 """The MCP protocol, for real: initialize, tools/list, tools/call and cancel, in-process and across the process
 boundary (stdio and streamable HTTP), and a real third-party client (the MCP Inspector CLI).
-
-Requirements: protocol:one-tool, protocol:stdio, protocol:http, protocol:no-token, protocol:invalid-arguments,
-protocol:third-party-client.
 """
 
 from __future__ import annotations
@@ -44,6 +41,7 @@ async def _no_token_call(client: Client) -> ComputerUseResult:
     return ComputerUseResult.model_validate(raw.structured_content)
 
 
+@pytest.mark.req("protocol:one-tool")
 async def test_in_process_tools_list_shows_only_computer_use(agent: Agent) -> None:
     assert_only_computer_use((await agent.client.client.list_tools()).tools)
 
@@ -63,6 +61,7 @@ async def test_in_process_tools_list_shows_only_computer_use(agent: Agent) -> No
         ({"command": "list_pages", "surprise": 1}, "surprise"),
     ],
 )
+@pytest.mark.req("protocol:invalid-arguments", "reason:invalid_arguments")
 async def test_invalid_arguments_get_invalid_arguments_with_a_hint_and_no_backend_call(
     agent: Agent, tap: CDPTap, arguments: dict, says: str
 ) -> None:
@@ -85,6 +84,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
 
 
+@pytest.mark.req("protocol:stdio", "protocol:one-tool", "capability:missing")
 async def test_over_stdio_a_client_lists_one_tool_and_gets_invalid_capability_without_a_token(
     served_endpoint: str, tmp_path: Path, tap: CDPTap
 ) -> None:
@@ -132,6 +132,7 @@ async def http_server(served_endpoint: str, tmp_path: Path) -> AsyncIterator[str
         await asyncio.wait_for(process.wait(), 10)
 
 
+@pytest.mark.req("protocol:http", "protocol:one-tool", "capability:missing")
 async def test_over_streamable_http_a_client_lists_one_tool_and_gets_invalid_capability_without_a_token(
     http_server: str, tap: CDPTap
 ) -> None:
@@ -168,6 +169,7 @@ async def _inspector(*args: str, tmp_path: Path, endpoint: str, exit_code: int =
     return json.loads(output.read_text())
 
 
+@pytest.mark.req("protocol:third-party-client", "protocol:one-tool")
 async def test_the_mcp_inspector_cli_lists_exactly_one_tool_and_gets_a_structured_invalid_capability(
     served_endpoint: str, tmp_path: Path
 ) -> None:
@@ -191,6 +193,7 @@ async def test_the_mcp_inspector_cli_lists_exactly_one_tool_and_gets_a_structure
 
 @pytest.mark.negative_control
 @pytest.mark.sabotage("expose_upstream_tools")
+@pytest.mark.req("protocol:one-tool")
 async def test_the_one_tool_check_catches_a_runtime_that_exposes_an_upstream_tool(agent: Agent) -> None:
     with pytest.raises(AssertionError, match="tools/list shows"):
         assert_only_computer_use((await agent.client.client.list_tools()).tools)

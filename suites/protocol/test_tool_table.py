@@ -1,5 +1,5 @@
 """docs/mcp.md stays true to the live server: its tool table against `tools/list`, its reason codes against the
-runtime's. Requirement: protocol:tool-table."""
+runtime's."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ async def _live_tools() -> list:
         return (await client.list_tools()).tools
 
 
+@pytest.mark.req("protocol:tool-table")
 async def test_the_tool_table_in_docs_matches_live_tools_list() -> None:
     documented = {row[0].strip("`"): row[1:] for row in _section("tool-table")}
     live = {}
@@ -45,11 +46,13 @@ async def test_the_tool_table_in_docs_matches_live_tools_list() -> None:
     assert documented == live
 
 
+@pytest.mark.req("protocol:tool-table")
 def test_the_reason_codes_in_docs_are_exactly_the_runtimes() -> None:
     assert [row[0].strip("`") for row in _section("reason-codes")] == [code.value for code in ReasonCode]
 
 
 @pytest.mark.negative_control
+@pytest.mark.req("protocol:tool-table")
 async def test_the_table_check_catches_a_tool_the_docs_do_not_list() -> None:
     class Leaky(_NoService):
         sabotage = frozenset({"expose_upstream_tools"})

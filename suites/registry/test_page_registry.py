@@ -1,12 +1,11 @@
 """The Page Registry and the Page Context: relations from real geometry, revisions, access, replacement, popups.
-
-Requirements: awareness:swap-left-right, awareness:split-top-bottom, awareness:other-window, awareness:ambiguous,
-lifecycle:access-disabled, lifecycle:target-replaced, lifecycle:popup-is-a-new-page.
 """
 
 from __future__ import annotations
 
 import asyncio
+
+import pytest
 
 from fixtures_sites.server import FixtureServer
 from lab.workspace import Workspace
@@ -27,6 +26,7 @@ async def three_across(desk: Desk) -> Desk:
     return desk
 
 
+@pytest.mark.req("awareness:swap-left-right")
 async def test_swapping_panes_updates_relations_and_previews_in_the_next_request(desk: Desk, agent: Agent) -> None:
     await three_across(desk)
     a, b = desk.handle("A"), desk.handle("B")
@@ -42,6 +42,7 @@ async def test_swapping_panes_updates_relations_and_previews_in_the_next_request
     assert seen.page.handle == b  # "left" now means B, and the observation is of B
 
 
+@pytest.mark.req("awareness:split-top-bottom")
 async def test_splitting_puts_one_page_above_the_chat_and_one_below(desk: Desk, agent: Agent) -> None:
     await desk.open("A", "/dom_form/", desk.workspace.column(0, 2))
     await desk.open("chat", "/chat/", desk.workspace.column(1, 2), chat=True)
@@ -55,6 +56,7 @@ async def test_splitting_puts_one_page_above_the_chat_and_one_below(desk: Desk, 
     assert await relations(agent) == {desk.handle("A"): "above", desk.handle("B"): "below"}
 
 
+@pytest.mark.req("awareness:other-window")
 async def test_a_page_in_another_workspace_window_is_other_window(
     desk: Desk, agent: Agent, other_window: Workspace
 ) -> None:
@@ -64,6 +66,7 @@ async def test_a_page_in_another_workspace_window_is_other_window(
     assert await relations(agent) == {desk.handle("D"): "other_window"}
 
 
+@pytest.mark.req("awareness:ambiguous", "reason:ambiguous_page")
 async def test_a_relation_word_that_names_two_pages_is_ambiguous(desk: Desk, agent: Agent) -> None:
     await desk.open("chat", "/chat/", desk.workspace.column(2, 3), chat=True)
     await desk.open("A", "/dom_form/", desk.workspace.column(0, 3))
@@ -74,6 +77,7 @@ async def test_a_relation_word_that_names_two_pages_is_ambiguous(desk: Desk, age
     assert (await agent.call(command="observe", page=desk.handle("B"))).status == "ok"
 
 
+@pytest.mark.req("lifecycle:access-disabled", "reason:page_access_disabled", "reason:page_context_stale")
 async def test_disabling_access_stops_the_next_call_and_stales_the_old_context(desk: Desk, agent: Agent) -> None:
     await three_across(desk)
     seen = await agent.observe(page="left")
@@ -91,6 +95,7 @@ async def test_disabling_access_stops_the_next_call_and_stales_the_old_context(d
     assert desk.handle("A") not in await relations(agent)
 
 
+@pytest.mark.req("lifecycle:target-replaced")
 async def test_replacing_the_target_behind_a_tab_loses_the_session_bound_to_the_old_one(
     desk: Desk, agent: Agent
 ) -> None:
@@ -105,6 +110,7 @@ async def test_replacing_the_target_behind_a_tab_loses_the_session_bound_to_the_
     assert fresh.computer_session_id != seen.computer_session_id
 
 
+@pytest.mark.req("lifecycle:popup-is-a-new-page", "reason:invalid_capability")
 async def test_a_popup_becomes_a_new_page_that_is_not_authorized_until_the_host_says_so(
     desk: Desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:

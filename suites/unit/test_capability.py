@@ -6,6 +6,8 @@ import pytest
 
 from runtime.capability.token import CapabilityError, Claims, new_secret, open_token, sign
 
+pytestmark = pytest.mark.req("unit:capability-token")
+
 CLAIMS = Claims("t1", "conn-a", "turn-1", "turn-1-req-1", "call-1", {"page-1": 3}, 7)
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.req("unit:dependencies")
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_MAY_IMPORT = {"mcp", "mcp_types", "pydantic", "aiohttp", "runtime", "backends"}
 LAB_MAY_NOT_IMPORT = {"runtime", "backends"}

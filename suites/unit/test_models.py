@@ -7,6 +7,8 @@ from pydantic import ValidationError
 
 from runtime.models import Action, Assertion
 
+pytestmark = pytest.mark.req("unit:models")
+
 
 @pytest.mark.parametrize(
     ("raw", "message"),

@@ -9,6 +9,8 @@ from runtime.models import Action
 from runtime.policy import needs_user
 from runtime.probe import Structure
 
+pytestmark = pytest.mark.req("unit:policy-rules")
+
 PLAIN = Structure("http://localhost/x", "Shop", has_password=False, has_captcha=False, has_payment_fields=False)
 LOGIN = Structure("http://localhost/login/", "Sign in", has_password=True, has_captcha=False, has_payment_fields=False)
 CAPTCHA = Structure("http://localhost/c", "Sign up", has_password=False, has_captcha=True, has_payment_fields=False)

@@ -22,10 +22,12 @@ CHAT = Geometry(left=600, top=0, width=600, height=900)
         (Geometry(left=700, top=100, width=300, height=300), "overlapping"),
     ],
 )
+@pytest.mark.req("unit:relation")
 def test_the_relation_to_the_chat_is_computed_from_window_bounds(page: Geometry, expected: str) -> None:
     assert relation(page, CHAT, same_workspace=True) == expected
 
 
+@pytest.mark.req("unit:relation")
 def test_a_page_in_another_workspace_window_is_other_window_wherever_it_is() -> None:
     assert relation(Geometry(left=0, top=0, width=600, height=900), CHAT, same_workspace=False) == "other_window"
 
@@ -35,6 +37,7 @@ def _snapshot(count: int) -> Snapshot:
     return Snapshot(url="http://localhost/c", title="Catalogue", text="Shop " * 1000, elements=elements)
 
 
+@pytest.mark.req("unit:rendering")
 def test_every_element_is_reachable_by_following_next_offset_on_the_same_frame() -> None:
     snapshot = _snapshot(600)
     seen: list[str] = []
@@ -50,6 +53,7 @@ def test_every_element_is_reachable_by_following_next_offset_on_the_same_frame()
     assert pages > 1
 
 
+@pytest.mark.req("unit:rendering")
 def test_a_long_accessible_name_is_cut_to_keep_the_line_short() -> None:
     snapshot = Snapshot("u", "t", "", (Element("e1", "link", "x" * 500),))
     text, _ = render(snapshot, "interactive")

@@ -1,7 +1,5 @@
 """Visual limits: ordinary DOM flows take 0 screenshots; a canvas observation takes at most 1, and its point is
 good for the next request only.
-
-Requirements: visual:dom-zero-screenshots, visual:canvas-one-screenshot, visual:point-next-request-only.
 """
 
 from __future__ import annotations
@@ -37,12 +35,14 @@ async def dom_flow(agent: Agent) -> None:
     assert checked.verified is True, checked
 
 
+@pytest.mark.req("visual:dom-zero-screenshots", "action:type", "action:select", "action:click", "verify:element-state")
 async def test_a_dom_form_flow_takes_no_screenshot(single, agent: Agent, tap: CDPTap) -> None:
     await single("/dom_form/")
     await dom_flow(agent)
     assert_no_screenshots(tap)
 
 
+@pytest.mark.req("visual:canvas-one-screenshot", "action:point-click", "writes:at-most-one")
 async def test_a_canvas_observation_takes_one_screenshot_and_its_point_lands(
     single, agent: Agent, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
@@ -63,6 +63,7 @@ async def test_a_canvas_observation_takes_one_screenshot_and_its_point_lands(
     assert screenshots(tap) == 1  # the act's re-observation is text only
 
 
+@pytest.mark.req("visual:point-next-request-only", "reason:stale_observation")
 async def test_a_point_is_refused_after_the_request_that_followed_the_screenshot(single, agent: Agent) -> None:
     await single("/canvas/")
     seen = await agent.observe(page="left", detail="visual")
@@ -73,6 +74,7 @@ async def test_a_point_is_refused_after_the_request_that_followed_the_screenshot
 
 @pytest.mark.negative_control
 @pytest.mark.sabotage("screenshot_always")
+@pytest.mark.req("visual:dom-zero-screenshots")
 async def test_the_zero_screenshot_check_catches_a_runtime_that_screenshots_every_observation(
     single, agent: Agent, tap: CDPTap
 ) -> None:

@@ -1,0 +1,177 @@
+"""OpenClaudeChromeBackend: the `Backend` contract over the first-party `ToolContract`, speaking raw CDP to the one
+page the scoped gateway exposes. No child process, no extension, no native host: the runtime's own process only.
+
+Action mapping (exactly one contract call per canonical Action; nothing else is sent):
+
+    click  (ref)            -> computer(action="left_click", ref)            ref re-checked, point hit-tested
+    click  (x, y)           -> computer(action="left_click", coordinate)     only right after a screenshot
+    type   (ref, text)      -> form_input(ref, value=text)                   replaces the field's content with
+                                                                              trusted input events; leaves it focused
+    type   with submit      -> refused (BackendError "upstream"): the contract has no single call that types and
+                               presses Enter; send `type`, then `press Enter` (the field keeps focus)
+    press  (key, no ref)    -> computer(action="key", text=key)              to the focused element
+    press  with a ref       -> refused: `key` has no target, and focusing first would be a second call
+    select (ref, [value])   -> form_input(ref, value)                         one option per call (by value or text)
+    navigate (url)          -> navigate(url)                                  waits for DOMContentLoaded, bounded
+    scroll (direction)      -> computer(action="scroll", scroll_direction)    at the viewport's centre
+    scroll (ref)            -> computer(action="scroll_to", ref)              into view; no direction
+    scroll (x, y, direction)-> computer(action="scroll", coordinate, scroll_direction)
+    screenshot()            -> computer(action="screenshot")                  one viewport PNG
+    snapshot()              -> read_page(filter="interactive") + get_page_text(), answered from one page read
+
+Why `form_input` for `type`: `computer(type)` types into whatever has focus, so it needs a click first (two
+calls, and a click can have effects of its own); `form_input` addresses the field by ref and replaces its
+value, which is what `type` means in the other backends too.
+
+Every ref is re-checked against the live DOM before anything is sent (`refs.py`): a moved, replaced or changed
+element is `BackendError("element", "stale_observation: …")` with no input. A click or key that starts a
+navigation returns once the new document is parsed; a navigation that does not finish is a `timeout`. Controls in
+cross-site iframes are read and acted on in place (their renderers are child sessions of the bound page).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backends.open_claude_chrome.contract import ToolContract
+from backends.open_claude_chrome.refs import REF
+from backends.open_claude_chrome.session import PageSession
+from runtime.backend import BackendConfig, BackendError, Element, Snapshot
+from runtime.models import Action
+
+SNAPSHOT_MAX_CHARS = 5_000_000
+"""The runtime pages the element list itself; the adapter wants the whole page, not the contract's 50,000."""
+SNAPSHOT_DEPTH: int | None = None
+
+
+class OpenClaudeChromeBackend:
+    name = "open_claude_chrome"
+
+    def __init__(
+        self,
+        config: BackendConfig,
+        *,
+        call_timeout: float = 15.0,
+        navigation_timeout: float = 20.0,
+        settle_timeout: float = 3.0,
+        screenshot_timeout: float = 10.0,
+        sabotage_blind_refs: bool = False,
+    ) -> None:
+        """`sabotage_blind_refs` makes ref clicks land on the point the ref had at the read, without the re-check:
+        the deliberately broken variant the stale-ref negative control runs. Only tests pass it; no setting, CLI
+        flag or environment variable of the runtime reaches it (the runtime builds backends from `config` alone)."""
+        self.config = config
+        self.call_timeout = call_timeout
+        self.navigation_timeout = navigation_timeout
+        self.settle_timeout = settle_timeout
+        self.screenshot_timeout = screenshot_timeout
+        self._sabotage_blind_refs = sabotage_blind_refs
+        self.session: PageSession | None = None
+        self.contract: ToolContract | None = None
+
+    async def start(self) -> None:
+        if self.session is not None:
+            raise RuntimeError("backend already started")
+        session = self.session = PageSession(self.config.cdp_endpoint, call_timeout=self.call_timeout)
+        try:
+            await session.start()
+        except BaseException:
+            await self.close()
+            raise
+        self.contract = ToolContract(
+            session,
+            navigation_timeout=self.navigation_timeout,
+            settle_timeout=self.settle_timeout,
+            screenshot_timeout=self.screenshot_timeout,
+            sabotage_blind_refs=self._sabotage_blind_refs,
+        )
+
+    async def close(self) -> None:
+        session, self.session, self.contract = self.session, None, None
+        if session is not None:
+            await session.close()
+
+    def _contract(self) -> ToolContract:
+        if self.contract is None:
+            raise BackendError("upstream", "backend not started")
+        return self.contract
+
+    async def snapshot(self) -> Snapshot:
+        contract = self._contract()
+        async with contract.one_read():
+            page = await contract.read_page(filter="interactive", depth=SNAPSHOT_DEPTH, max_chars=SNAPSHOT_MAX_CHARS)
+            text = await contract.get_page_text()
+        elements = tuple(
+            Element(
+                ref=node.ref,
+                role=node.role,
+                name=node.name,
+                value=node.value,
+                checked=node.checked,
+                disabled=node.disabled,
+                level=node.level,
+            )
+            for node in page.nodes
+            if node.ref is not None
+        )
+        return Snapshot(
+            url=page.url,
+            title=page.title,
+            text=text.text,
+            elements=elements,
+            upstream_chars=len(page.text) + len(text.text),
+        )
+
+    async def act(self, action: Action, element: Element | None) -> None:
+        name, arguments = self.contract_call(action, element)
+        contract = self._contract()
+        if name == "computer":
+            await contract.computer(**arguments)
+        elif name == "form_input":
+            await contract.form_input(**arguments)
+        elif name == "navigate":
+            await contract.navigate(**arguments)
+        else:  # pragma: no cover - contract_call names only the three above
+            raise BackendError("upstream", f"no contract tool {name!r}")
+
+    def contract_call(self, action: Action, element: Element | None) -> tuple[str, dict[str, Any]]:
+        """The one contract (tool, arguments) for a canonical Action. Pure; raises BackendError if none fits."""
+        kind = action.type
+        if action.is_point:
+            point = (float(action.x or 0), float(action.y or 0))
+            if kind == "click":
+                return "computer", {"action": "left_click", "coordinate": point}
+            return "computer", {"action": "scroll", "coordinate": point, "scroll_direction": action.direction or "down"}
+        if kind == "navigate":
+            return "navigate", {"url": action.url}
+        if kind == "press":
+            if action.ref is not None or element is not None:
+                raise BackendError("upstream", "open_claude_chrome presses keys on the focused element only (no ref)")
+            return "computer", {"action": "key", "text": action.key}
+        if kind == "scroll" and action.ref is None and element is None:
+            return "computer", {"action": "scroll", "scroll_direction": action.direction or "down"}
+        ref = element.ref if element is not None else action.ref
+        if ref is None or not REF.fullmatch(ref):
+            raise BackendError("element", f"not an open_claude_chrome ref: {ref!r}")
+        if kind == "click":
+            return "computer", {"action": "left_click", "ref": ref}
+        if kind == "scroll":
+            return "computer", {"action": "scroll_to", "ref": ref}
+        if kind == "type":
+            if action.submit:
+                raise BackendError(
+                    "upstream",
+                    "open_claude_chrome cannot type and submit in one call: send type, then press Enter",
+                )
+            return "form_input", {"ref": ref, "value": action.text or ""}
+        if kind == "select":
+            values = list(action.values or [])
+            if len(values) != 1:
+                raise BackendError("element", "open_claude_chrome selects exactly one option per action")
+            return "form_input", {"ref": ref, "value": values[0]}
+        raise BackendError("upstream", f"unsupported action type {kind!r}")
+
+    async def screenshot(self) -> bytes:
+        result = await self._contract().computer(action="screenshot")
+        assert result.image is not None
+        return result.image

@@ -1,0 +1,349 @@
+"""Refs with identity: `ref_N` names one DOM element as it was when the agent was shown it, and is re-checked
+against the live page before anything is done with it.
+
+An identity is (frame, the document that frame showed — its loader id —, the element's backend node id, its
+position in the DOM — element-sibling indexes from <html> down —, and its signature: tag, identifying attributes,
+text content). Before acting, the adapter resolves the backend node id in an isolated world (page scripts cannot
+redefine what the check calls) and the check compares position and signature in the page, in the same call that
+then locates the element. Anything that differs — another document, the node removed or replaced, the node moved
+(a re-sorted list), its content changed — is a stale ref: `BackendError("element", "stale_observation: …")`,
+and no input is sent. Coordinates are never remembered and replayed: the point is computed, and hit-tested, at
+the moment of acting (for an element in a cross-site iframe, in its own renderer, then carried up through each
+<iframe>'s box, which must itself be what lies at that point).
+
+Numbering is stable while the element is: the same (frame, document, node) keeps its ref across reads, so an
+agent's ref from one read still names the same element in the next.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from backends.open_claude_chrome.accessibility import SIGNATURE_ATTRS, SIGNATURE_TEXT, AXItem, DomFacts, PageRead
+from backends.open_claude_chrome.session import PageSession, ProtocolError
+from runtime.backend import BackendError
+
+REF = re.compile(r"^ref_(\d+)$")
+"""The contract's ref syntax. Nothing else ever addresses an element: no selectors, no XPath."""
+
+WORLD_NAME = "computer_use_open_claude_chrome"
+
+Mode = Literal["point", "text", "select", "check", "scroll"]
+
+
+@dataclass(frozen=True)
+class Identity:
+    frame_id: str
+    loader_id: str
+    backend_id: int
+    path: tuple[int, ...]
+    signature: str
+    role: str
+    name: str
+    centre: tuple[float, float] | None
+    """Where its box's centre was at the read (viewport CSS px). Shown in messages; never clicked."""
+
+
+class RefTable:
+    """ref ↔ identity, as of the reads the agent was shown."""
+
+    def __init__(self) -> None:
+        self._next = 1
+        self._refs: dict[tuple[str, str, int], str] = {}
+        self._identities: dict[str, Identity] = {}
+
+    def assign(self, read: PageRead, item: AXItem, facts: DomFacts) -> str:
+        assert item.backend_id is not None
+        loader = read.loaders.get(item.frame_id, "")
+        key = (item.frame_id, loader, item.backend_id)
+        ref = self._refs.get(key)
+        if ref is None:
+            ref = self._refs[key] = f"ref_{self._next}"
+            self._next += 1
+        self._identities[ref] = Identity(
+            item.frame_id, loader, item.backend_id, facts.path, facts.signature, item.role, item.name, facts.centre
+        )
+        return ref
+
+    def prune(self, read: PageRead) -> None:
+        """Forget refs of documents that are gone and of nodes this (full) read no longer has."""
+        present = {(i.frame_id, i.backend_id) for i in read.items() if i.backend_id is not None}
+        for key, ref in list(self._refs.items()):
+            frame_id, loader, backend_id = key
+            if read.loaders.get(frame_id) != loader or (frame_id, backend_id) not in present:
+                del self._refs[key]
+                self._identities.pop(ref, None)
+
+    def get(self, ref: str) -> Identity:
+        if not REF.fullmatch(ref or ""):
+            raise BackendError("element", f"not a ref of this backend: {ref!r} (refs look like ref_12)")
+        identity = self._identities.get(ref)
+        if identity is None:
+            raise BackendError("element", f"stale_observation: {ref} is not in the latest read_page or find result")
+        return identity
+
+    def __len__(self) -> int:
+        return len(self._identities)
+
+
+# The check, run with `this` = the element the backend node id resolves to, in the adapter's isolated world.
+# Arguments: the expected [path, signature], the mode, and the mode's argument. It answers
+# {stale: why} | {refused: why} | {x, y, ...} (viewport CSS px of the main frame).
+CHECK_JS = r"""
+function (expected, mode, arg) {
+  const el = this;
+  const describe = n => {
+    if (!n) return 'nothing';
+    if (n.nodeType !== 1) return n.nodeName;
+    const label = n.getAttribute('aria-label');
+    return n.localName + (n.id ? '#' + n.id : '') + (label ? '[' + label + ']' : '');
+  };
+  if (!el.isConnected) return {stale: 'it was removed from the page (replaced or re-rendered)'};
+  const path = [];
+  for (let node = el; ; ) {
+    const parent = node.parentNode;
+    if (!parent || parent.nodeType === 9) break;
+    if (parent.nodeType === 11) {
+      path.push(-1);
+      node = parent.host;
+      if (!node) break;
+      continue;
+    }
+    let i = 0;
+    for (let s = node.previousElementSibling; s; s = s.previousElementSibling) i++;
+    path.push(i);
+    node = parent;
+  }
+  path.reverse();
+  const attr = n => el.getAttribute(n) || '';
+  const text = (el.textContent || '').replace(/\s+/g, '').slice(0, SIGNATURE_TEXT);
+  const signature = [el.localName.toLowerCase(), ...SIGNATURE_ATTRS.map(attr), text].join('|');
+  if (JSON.stringify(path) !== JSON.stringify(expected[0]))
+    return {stale: 'it moved in the page (its position in the document changed)'};
+  if (signature !== expected[1])
+    return {stale: 'it changed (its text or identifying attributes differ)'};
+
+  const win = el.ownerDocument.defaultView;
+  // Same-process frames add their offsets here; at a cross-process boundary (no frameElement) the caller adds the
+  // rest from the parent renderer (`remote`).
+  let ox = 0, oy = 0, remote = false;
+  for (let w = win; w !== w.top; w = w.parent) {
+    const frame = w.frameElement;
+    if (!frame) { remote = true; break; }
+    const r = frame.getBoundingClientRect();
+    ox += r.left + frame.clientLeft;
+    oy += r.top + frame.clientTop;
+  }
+  const box = () => {
+    const vw = win.innerWidth, vh = win.innerHeight;
+    for (const r of el.getClientRects()) {
+      const left = Math.max(r.left, 0), top = Math.max(r.top, 0);
+      const right = Math.min(r.right, vw), bottom = Math.min(r.bottom, vh);
+      if (right - left >= 1 && bottom - top >= 1)
+        return {x: (left + right) / 2, y: (top + bottom) / 2,
+                left: r.left, top: r.top, width: r.width, height: r.height};
+    }
+    return null;
+  };
+  const locate = () => {
+    let b = box();
+    if (!b) {
+      el.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});
+      b = box();
+    }
+    return b;
+  };
+  const answer = (b, extra) => Object.assign({x: b.x + ox, y: b.y + oy, left: b.left + ox, top: b.top + oy,
+                                              width: b.width, height: b.height, remote}, extra || {});
+
+  if (mode === 'scroll') {
+    el.scrollIntoView({block: 'center', inline: 'nearest', behavior: 'instant'});
+    const b = box();
+    return b ? answer(b) : {refused: 'it has no box on screen (hidden or empty)'};
+  }
+  if (mode === 'point') {
+    const b = locate();
+    if (!b) return {refused: 'it has no box on screen (hidden or empty)'};
+    let hit = el.ownerDocument.elementFromPoint(b.x, b.y);
+    while (hit && hit.shadowRoot) {
+      const inner = hit.shadowRoot.elementFromPoint(b.x, b.y);
+      if (!inner || inner === hit) break;
+      hit = inner;
+    }
+    const labels = el.labels ? Array.from(el.labels) : [];
+    const ours = hit && (hit === el || el.contains(hit) || labels.some(l => l === hit || l.contains(hit)));
+    if (!ours) return {refused: 'another element (' + describe(hit) + ') is on top of it at its centre'};
+    return answer(b);
+  }
+  if (mode === 'text') {
+    const tag = el.localName;
+    const textTypes = ['text', 'search', 'email', 'url', 'tel', 'password', 'number', ''];
+    const type = (el.getAttribute('type') || '').toLowerCase();
+    const field = tag === 'textarea' || (tag === 'input' && textTypes.includes(type));
+    if (!field && !el.isContentEditable) return {refused: 'it is not a text field (' + describe(el) + ')'};
+    if (el.disabled) return {refused: 'the field is disabled'};
+    if (el.readOnly) return {refused: 'the field is read-only'};
+    el.focus();
+    const doc = el.ownerDocument;
+    let active = doc.activeElement;
+    while (active && active.shadowRoot && active.shadowRoot.activeElement) active = active.shadowRoot.activeElement;
+    if (active !== el && !el.contains(active)) return {refused: 'the field did not take focus'};
+    if (field) {
+      el.select();
+    } else {
+      const range = doc.createRange();
+      range.selectNodeContents(el);
+      const selection = win.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+    }
+    const b = box();
+    const had = field ? el.value !== '' : (el.textContent || '') !== '';
+    return b ? answer(b, {had_value: had}) : {x: null, y: null, remote, had_value: had};
+  }
+  if (mode === 'select') {
+    if (el.localName !== 'select') return {refused: 'it is not a select (' + describe(el) + ')'};
+    if (el.disabled) return {refused: 'the select is disabled'};
+    const options = Array.from(el.options);
+    const want = String(arg);
+    const norm = s => s.replace(/\s+/g, ' ').trim();
+    const option = options.find(o => o.value === want) || options.find(o => norm(o.label) === norm(want))
+        || options.find(o => norm(o.label).toLowerCase() === norm(want).toLowerCase());
+    if (!option) return {refused: 'no option ' + JSON.stringify(want) + '; options: '
+                         + options.slice(0, 12).map(o => JSON.stringify(norm(o.label))).join(', ')};
+    if (option.disabled) return {refused: 'the option ' + JSON.stringify(norm(option.label)) + ' is disabled'};
+    option.selected = true;
+    el.dispatchEvent(new Event('input', {bubbles: true, composed: true}));
+    el.dispatchEvent(new Event('change', {bubbles: true}));
+    const b = box();
+    return b ? answer(b, {selected: norm(option.label)}) : {x: null, y: null, remote, selected: norm(option.label)};
+  }
+  if (mode === 'check') {
+    const type = (el.getAttribute('type') || '').toLowerCase();
+    if (el.localName !== 'input' || (type !== 'checkbox' && type !== 'radio'))
+      return {refused: 'a boolean value is for checkboxes and radio buttons, not ' + describe(el)};
+    if (el.disabled) return {refused: 'it is disabled'};
+    if (type === 'radio' && arg === false && el.checked)
+      return {refused: 'a radio button is cleared by choosing another one'};
+    if (el.checked !== arg) el.click();
+    const b = box();
+    return b ? answer(b, {checked: el.checked}) : {x: null, y: null, remote, checked: el.checked};
+  }
+  return {refused: 'unknown mode ' + mode};
+}
+"""
+
+
+CHECK_SOURCE = CHECK_JS.replace("SIGNATURE_TEXT", str(SIGNATURE_TEXT)).replace(
+    "SIGNATURE_ATTRS", json.dumps(list(SIGNATURE_ATTRS))
+)
+
+
+class IsolatedWorlds:
+    """One isolated world per (frame, document): page scripts share the DOM with it but not its JavaScript."""
+
+    def __init__(self, session: PageSession) -> None:
+        self.session = session
+        self._contexts: dict[tuple[str, str], int] = {}
+
+    async def context(self, frame_id: str, loader_id: str) -> int:
+        key = (frame_id, loader_id)
+        if key not in self._contexts:
+            created = await self.session.send(
+                "Page.createIsolatedWorld",
+                {"frameId": frame_id, "worldName": WORLD_NAME, "grantUniveralAccess": False},
+                session=self.session.session_of(frame_id),
+            )
+            self._contexts = {k: v for k, v in self._contexts.items() if k[0] != frame_id}
+            self._contexts[key] = created["executionContextId"]
+        return self._contexts[key]
+
+
+async def recheck(
+    session: PageSession, worlds: IsolatedWorlds, ref: str, identity: Identity, mode: Mode, arg: Any = None
+) -> dict[str, Any]:
+    """Re-check `identity` on the live page and, if it still holds, do the mode's in-page part; return the answer
+    with `x`/`y` in the page's viewport (CSS px).
+
+    Raises BackendError("element") for a stale ref (the message starts with `stale_observation`) or for an element
+    that cannot take the action. Two calls (`DOM.resolveNode`, one `Runtime.callFunctionOn`) on the renderer that
+    holds the element; for an element in an out-of-process iframe, the iframe's place in its parent is read too."""
+    state = session.frames.get(identity.frame_id)
+    if state is None or state.loader_id != identity.loader_id:
+        raise BackendError("element", f"stale_observation: {ref} belongs to a document the page no longer shows")
+    target = session.session_of(identity.frame_id)
+    context = await worlds.context(identity.frame_id, identity.loader_id)
+    try:
+        resolved = await session.send(
+            "DOM.resolveNode", {"backendNodeId": identity.backend_id, "executionContextId": context}, session=target
+        )
+    except ProtocolError:
+        raise BackendError("element", f"stale_observation: {ref} ({_label(identity)}) is gone from the page") from None
+    try:
+        answer = await session.send(
+            "Runtime.callFunctionOn",
+            {
+                "functionDeclaration": CHECK_SOURCE,
+                "objectId": resolved["object"]["objectId"],
+                "arguments": [{"value": [list(identity.path), identity.signature]}, {"value": mode}, {"value": arg}],
+                "returnByValue": True,
+            },
+            session=target,
+        )
+    except ProtocolError as exc:
+        # The document went away under the call (a navigation between the two calls).
+        raise BackendError("element", f"stale_observation: {ref} could not be checked: {exc.message}") from None
+    if "exceptionDetails" in answer:
+        detail = answer["exceptionDetails"].get("exception", {}).get("description") or answer["exceptionDetails"]
+        raise BackendError("upstream", f"the ref check failed in the page: {str(detail)[:200]}")
+    value: dict[str, Any] = answer.get("result", {}).get("value") or {}
+    if "stale" in value:
+        why = value["stale"]
+        raise BackendError("element", f"stale_observation: {ref} ({_label(identity)}) no longer matches: {why}")
+    if "refused" in value:
+        raise BackendError("element", f"{ref} ({_label(identity)}): {value['refused']}")
+    if value.get("remote") and value.get("x") is not None:
+        x, y = await _into_page(session, target, (value["x"], value["y"]), ref, hit_test=mode in ("point", "scroll"))
+        value["x"], value["y"] = x, y
+    return value
+
+
+async def _into_page(
+    session: PageSession, renderer: str, point: tuple[float, float], ref: str, *, hit_test: bool
+) -> tuple[float, float]:
+    """Carry a point from an out-of-process iframe's viewport up to the page's: at each level add the offset of
+    the <iframe>'s content box in its parent and (for a click) check that the <iframe> is what is there."""
+    x, y = point
+    while renderer != session.session_id:
+        child = session.children.get(renderer)
+        if child is None:
+            raise BackendError("element", f"stale_observation: the frame that holds {ref} is gone")
+        try:
+            owner = (
+                await session.send("DOM.getFrameOwner", {"frameId": child.frame_id}, session=child.parent_session)
+            )["backendNodeId"]
+            if hit_test:
+                await session.send("DOM.scrollIntoViewIfNeeded", {"backendNodeId": owner}, session=child.parent_session)
+            model = (await session.send("DOM.getBoxModel", {"backendNodeId": owner}, session=child.parent_session))[
+                "model"
+            ]
+            x, y = x + model["content"][0], y + model["content"][1]
+            if hit_test:
+                hit = await session.send(
+                    "DOM.getNodeForLocation",
+                    {"x": int(x), "y": int(y), "ignorePointerEventsNone": True},
+                    session=child.parent_session,
+                )
+                if hit.get("backendNodeId") != owner:
+                    raise BackendError("element", f"{ref}: another element is on top of the frame that holds it")
+        except ProtocolError as exc:
+            raise BackendError("element", f"stale_observation: the frame that holds {ref} moved away: {exc}") from None
+        renderer = child.parent_session
+    return x, y
+
+
+def _label(identity: Identity) -> str:
+    return f'{identity.role} "{identity.name[:40]}"' if identity.name else identity.role

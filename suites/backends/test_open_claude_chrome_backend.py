@@ -1,0 +1,879 @@
+"""OpenClaudeChromeBackend against real Chromium: the first-party CDP adapter and its Claude-in-Chrome-compatible
+tool contract, behind the runtime's scoped gateway on top of the lab's tap, as production runs it.
+
+Every CDP call the backend causes on the page is counted by the tap; writes are proven by the fixture server's
+ledger; what a human watching the page sees is checked with the lab's own screenshots (its direct connection,
+never counted). Unit tests at the end need no browser: the action mapping, key parsing and ranking.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import struct
+import zlib
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import allure
+import pytest
+
+from backends.open_claude_chrome import OpenClaudeChromeBackend, ToolContract
+from backends.open_claude_chrome import keys as keymap
+from backends.open_claude_chrome.accessibility import AXItem
+from backends.open_claude_chrome.find import Candidate, rank
+from backends.open_claude_chrome.refs import REF
+from fixtures_sites.scenarios import catalogue
+from fixtures_sites.server import FixtureServer
+from lab.browser import Chromium
+from lab.cdp import CDPClient, CDPError
+from lab.tap import BROWSER, CDPTap
+from lab.tokens import count_text, image_size
+from lab.workspace import LabPage, Workspace
+from runtime.backend import BackendConfig, BackendError, Element
+from runtime.gateway import ScopedGateway
+from runtime.models import Action
+from runtime.observation import render
+
+MakeOCC = Callable[..., Awaitable[OpenClaudeChromeBackend]]
+FOCUS_METHODS = ("Page.bringToFront", "Target.activateTarget", "Emulation.setFocusEmulationEnabled")
+
+
+pytestmark = pytest.mark.req(backend="open_claude_chrome")
+
+
+@pytest.fixture
+async def make_occ(tap: CDPTap, tmp_path: Path, bound_page: LabPage) -> AsyncIterator[MakeOCC]:
+    """`await make_occ(**options)`: a started backend behind a scoped gateway bound to `bound_page`, on the tap
+    (label "backend"); closed after, gateway last."""
+    started: list[tuple[OpenClaudeChromeBackend, ScopedGateway]] = []
+
+    async def make(**options: Any) -> OpenClaudeChromeBackend:
+        workdir = tmp_path / f"occ-{len(started)}"
+        workdir.mkdir()
+        gateway = ScopedGateway(await tap.endpoint("backend"), bound_page.target_id)
+        endpoint = await gateway.start()
+        backend = OpenClaudeChromeBackend(BackendConfig(cdp_endpoint=endpoint, workdir=workdir), **options)
+        started.append((backend, gateway))
+        await backend.start()
+        return backend
+
+    yield make
+    for backend, gateway in started:
+        try:
+            await backend.close()
+        finally:
+            await gateway.close()
+
+
+@pytest.fixture
+async def occ(make_occ: MakeOCC) -> OpenClaudeChromeBackend:
+    return await make_occ()
+
+
+def contract_of(backend: OpenClaudeChromeBackend) -> ToolContract:
+    assert backend.contract is not None
+    return backend.contract
+
+
+def by_name(elements: tuple[Element, ...], role: str, name: str) -> Element:
+    found = [e for e in elements if e.role == role and e.name == name]
+    assert len(found) == 1, f"expected one {role} {name!r}, got {found}"
+    return found[0]
+
+
+def page_calls(tap: CDPTap, page: LabPage) -> Counter[str]:
+    return tap.by_target(label="backend").get(page.target_id, Counter())
+
+
+def figures(name: str, calls: dict[str, Counter[str]]) -> None:
+    table = {flow: {"total": sum(c.values()), **dict(c)} for flow, c in calls.items()}
+    allure.attach(json.dumps(table, indent=2), name, allure.attachment_type.JSON)
+    print(f"{name}: {json.dumps(table)}")
+
+
+def unique_in_stock_product(start: int = 40) -> catalogue.Product:
+    """A product on the first catalogue page whose name no other product on that page has."""
+    first_page = catalogue.PRODUCTS[: catalogue.PAGE_SIZE]
+    names = Counter(p.name for p in first_page)
+    return next(p for p in first_page[start:] if names[p.name] == 1 and p.stock > 0)
+
+
+def pixel(png: bytes, x: int, y: int) -> tuple[int, int, int]:
+    """The RGB of one pixel of an 8-bit RGB/RGBA, non-interlaced PNG (what Chromium's screenshots are)."""
+    pos, idat, width, colour = 8, b"", 0, 0
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        kind, data = png[pos + 4 : pos + 8], png[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            width, _height, _depth, colour = struct.unpack(">IIBB", data[:10])
+        elif kind == b"IDAT":
+            idat += data
+    raw = zlib.decompress(idat)
+    bpp = 4 if colour == 6 else 3
+    stride = width * bpp
+    previous = bytearray(stride)
+    for row in range(y + 1):
+        start = row * (stride + 1)
+        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = previous[i]
+            c = previous[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 255
+            elif kind == 2:
+                line[i] = (line[i] + b) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        previous = line
+    return previous[x * bpp], previous[x * bpp + 1], previous[x * bpp + 2]
+
+
+async def lab_screenshot(hands: CDPClient, page: LabPage) -> bytes:
+    """What a human watching the page sees, through the lab's own connection (not counted by the tap)."""
+    import base64
+
+    attached = await hands.send("Target.attachToTarget", {"targetId": page.target_id, "flatten": True})
+    try:
+        shot = await hands.send("Page.captureScreenshot", {"format": "png"}, session_id=attached["sessionId"])
+    finally:
+        await hands.send("Target.detachFromTarget", {"sessionId": attached["sessionId"]})
+    return base64.b64decode(shot["data"])
+
+
+# -- the contract: reads -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.req("adapter:snapshot")
+async def test_read_page_interactive_lists_the_form_controls_with_roles_names_and_refs(
+    occ: OpenClaudeChromeBackend, tap: CDPTap
+) -> None:
+    page = await contract_of(occ).read_page(filter="interactive")
+
+    lines = page.text.splitlines()
+    assert all(REF.fullmatch(n.ref or "") for n in page.nodes)
+    assert len(lines) == len(page.nodes) == 14
+    roles = Counter(n.role for n in page.nodes)
+    assert roles == Counter(link=5, textbox=4, combobox=1, radio=2, checkbox=1, button=1)
+    ref = {n.name: n.ref for n in page.nodes}
+    assert f'textbox "Full name" [{ref["Full name"]}]' in lines
+    assert f'textbox "Email" [{ref["Email"]}] placeholder="you@example.com"' in lines
+    assert f'combobox "Country" [{ref["Country"]}] value="Choose a country…"' in lines
+    assert f'radio "Standard (3–5 days)" [{ref["Standard (3–5 days)"]}] checked' in lines
+    assert f'checkbox "This is a gift" [{ref["This is a gift"]}] unchecked' in lines
+    assert f'button "Save and continue" [{ref["Save and continue"]}]' in lines
+    assert tap.count(label="backend", category=("screenshot", "focus", "input", "script")) == 0
+
+
+@pytest.mark.req("adapter:snapshot")
+async def test_read_page_all_shows_the_tree_and_a_ref_id_depth_and_max_chars_narrow_it(
+    occ: OpenClaudeChromeBackend,
+) -> None:
+    contract = contract_of(occ)
+    everything = await contract.read_page(filter="all")
+    form_group = next(n for n in everything.nodes if n.role == "group" and n.name == "Address")
+    assert form_group.ref is not None
+    assert 'heading "Shipping details"' in everything.text
+    assert ' text "Need help? Call 0800 000 000 ·"' in everything.text
+
+    part = await contract.read_page(filter="all", ref_id=form_group.ref)
+    assert [n.name for n in part.nodes if n.role in ("textbox", "combobox")] == ["Street address", "Country"]
+    assert part.nodes[0].level == 0
+    shallow = await contract.read_page(filter="all", depth=1)
+    assert max(n.level for n in shallow.nodes) == 1
+    with pytest.raises(BackendError, match="over max_chars=100: pass a smaller depth"):
+        await contract.read_page(filter="all", max_chars=100)
+    # Refs are stable across reads while the element is the same.
+    again = await contract.read_page(filter="interactive")
+    country = next(n.ref for n in everything.nodes if (n.role, n.name) == ("combobox", "Country"))
+    assert {n.name: n.ref for n in again.nodes}["Country"] == country
+
+
+@pytest.mark.req("adapter:snapshot", "adapter:parser")
+async def test_snapshot_of_the_form_lists_its_controls_with_state_and_its_text_main_content_first(
+    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap
+) -> None:
+    snapshot = await occ.snapshot()
+
+    assert snapshot.url == bound_page.url
+    assert snapshot.title.startswith("Checkout · Shipping details")
+    elements = snapshot.elements
+    assert by_name(elements, "textbox", "Full name").value is None
+    assert by_name(elements, "combobox", "Country").value == "Choose a country…"
+    assert by_name(elements, "checkbox", "This is a gift").checked is False
+    assert by_name(elements, "radio", "Standard (3–5 days)").checked is True
+    order = [e.name for e in elements]
+    assert order.index("Full name") < order.index("Country") < order.index("Save and continue")
+    lines = snapshot.text.splitlines()
+    assert lines[0] == "# Shipping details"  # the main landmark first
+    assert "Full name" not in lines  # a label next to its own control is not repeated
+    assert "Japan" in snapshot.text  # the select's options are readable
+    assert lines[-1] == "Need help? Call 0800 000 000 ·"  # the footer after the main content
+    assert "/catalogue/" not in snapshot.text
+    assert tap.count(label="backend", category="screenshot") == 0
+    # One read answers both contract calls: one DOM snapshot, one AX tree.
+    calls = page_calls(tap, bound_page)
+    assert calls["DOMSnapshot.captureSnapshot"] == 1
+    assert calls["Accessibility.getFullAXTree"] == 1
+
+
+@pytest.mark.req("adapter:refs-only")
+async def test_find_ranks_the_country_select_first_on_the_form(occ: OpenClaudeChromeBackend) -> None:
+    contract = contract_of(occ)
+    for query, role, name in (
+        ("country select", "combobox", "Country"),
+        ("country dropdown", "combobox", "Country"),
+        ("email field", "textbox", "Email"),
+        ("save button", "button", "Save and continue"),
+        ("gift checkbox", "checkbox", "This is a gift"),
+        ("express delivery option", "radio", "Express (next day)"),
+        ("notes for the courier textarea", "textbox", "Delivery notes"),
+    ):
+        found = await contract.find(query)
+        assert (found.matches[0].role, found.matches[0].name) == (role, name), (query, found.text)
+
+
+@pytest.mark.req("adapter:refs-only")
+@pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
+async def test_find_ranks_the_named_products_add_to_cart_button_first_capped_at_twenty(
+    occ: OpenClaudeChromeBackend, fixture_server: FixtureServer
+) -> None:
+    contract = contract_of(occ)
+    product = unique_in_stock_product()
+    found = await contract.find(f"add to cart button for {product.name}")
+    assert len(found.matches) == 20
+    assert found.total > 20
+    assert "Be more specific" in found.text
+    best = found.matches[0]
+    assert (best.role, best.name) == ("button", "Add to cart")
+    assert (await contract.find("sort by select")).matches[0].name == "Sort by"
+    assert (await contract.find("search bar")).matches[0].role == "searchbox"
+    assert (await contract.find("next page link")).matches[0].name == "Next"
+
+    # The best match is that product's own button: clicking it adds exactly that product.
+    added = fixture_server.wait_for_request("/catalogue/cart")  # registered before acting
+    await contract.computer(action="left_click", ref=best.ref)
+    assert (await added).form()["sku"] == product.sku
+    assert len(fixture_server.ledger.writes("/catalogue/cart")) == 1
+
+
+# -- the canonical actions -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.req("adapter:one-write")
+async def test_type_select_and_click_make_exactly_one_write_with_the_typed_values_and_no_screenshot(
+    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
+) -> None:
+    calls: dict[str, Counter[str]] = {}
+    tap.clear()
+    snapshot = await occ.snapshot()
+    calls["snapshot"] = page_calls(tap, bound_page)
+    name = by_name(snapshot.elements, "textbox", "Full name")
+    country = by_name(snapshot.elements, "combobox", "Country")
+    gift = by_name(snapshot.elements, "checkbox", "This is a gift")
+    submit = by_name(snapshot.elements, "button", "Save and continue")
+
+    submitted = fixture_server.wait_for_request("/dom_form/submit")  # registered before acting
+    for label, action, element in (
+        ("type", Action(type="type", ref=name.ref, text="Ada Lovelace"), name),
+        ("select", Action(type="select", ref=country.ref, values=["Japan"]), country),
+        ("click checkbox", Action(type="click", ref=gift.ref), gift),
+        ("click submit", Action(type="click", ref=submit.ref), submit),
+    ):
+        tap.clear()
+        await occ.act(action, element)
+        calls[label] = page_calls(tap, bound_page)
+    form = (await submitted).form()
+
+    assert form["full_name"] == "Ada Lovelace"
+    assert form["country"] == "jp"
+    assert form["gift"] == "yes"
+    tap.clear()
+    after = await occ.snapshot()
+    calls["snapshot after submit"] = page_calls(tap, bound_page)
+    assert after.url == fixture_server.url("/dom_form/submit")
+    assert "Order details saved" in after.text
+    assert len(fixture_server.ledger.writes("/dom_form/submit")) == 1
+    figures("open_claude_chrome CDP calls on the page per flow", calls)
+    for flow, counter in calls.items():
+        assert not any(m in counter for m in ("Page.captureScreenshot", "Page.startScreencast")), flow
+        assert not any(m in counter for m in FOCUS_METHODS), flow
+    assert set(calls["snapshot"]) == {"DOMSnapshot.captureSnapshot", "Accessibility.getFullAXTree"}
+    assert calls["click submit"]["Input.dispatchMouseEvent"] == 3  # move, down, up: one click
+    assert calls["click submit"]["Overlay.highlightRect"] == 1  # the cursor, where it clicked
+    assert calls["click submit"]["Runtime.callFunctionOn"] == 1  # the ref re-check, in the same call as locating
+    assert calls["type"]["Input.insertText"] == 1
+    assert not any(m.startswith("Input.") for m in calls["select"])
+    assert tap.count(label="backend", category="focus") == 0
+
+
+@pytest.mark.req("action:type-submit")
+async def test_type_with_submit_is_refused_before_anything_is_sent_and_press_enter_submits_the_typed_field(
+    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
+) -> None:
+    snapshot = await occ.snapshot()
+    name = by_name(snapshot.elements, "textbox", "Full name")
+    tap.clear()
+    with pytest.raises(BackendError, match="send type, then press Enter") as refused:
+        await occ.act(Action(type="type", ref=name.ref, text="Grace", submit=True), name)
+    assert refused.value.kind == "upstream"
+    assert not page_calls(tap, bound_page)
+
+    submitted = fixture_server.wait_for_request("/dom_form/submit")  # registered before acting
+    await occ.act(Action(type="type", ref=name.ref, text="Grace Hopper"), name)
+    await occ.act(Action(type="press", key="Enter"), None)
+    assert (await submitted).form()["full_name"] == "Grace Hopper"
+    assert len(fixture_server.ledger.writes("/dom_form/submit")) == 1
+
+
+@pytest.mark.req("action:type")
+async def test_typing_replaces_the_fields_content_and_an_empty_text_clears_it(
+    occ: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace
+) -> None:
+    notes = by_name((await occ.snapshot()).elements, "textbox", "Delivery notes")
+    await occ.act(Action(type="type", ref=notes.ref, text="first"), notes)
+    notes = by_name((await occ.snapshot()).elements, "textbox", "Delivery notes")
+    assert notes.value == "first"
+    await occ.act(Action(type="type", ref=notes.ref, text="ring twice\nthen leave it"), notes)
+    assert await workspace.evaluate(bound_page, "document.getElementById('notes').value") == "ring twice\nthen leave it"
+    notes = by_name((await occ.snapshot()).elements, "textbox", "Delivery notes")
+    await occ.act(Action(type="type", ref=notes.ref, text=""), notes)
+    assert await workspace.evaluate(bound_page, "document.getElementById('notes').value") == ""
+
+
+SAME_ORIGIN_FRAME = """new Promise(resolve => {
+  const frame = document.createElement('iframe');
+  frame.style.cssText = 'position: fixed; left: 40px; top: 60px; width: 320px; height: 120px; border: 7px solid #000';
+  frame.srcdoc = '<label>Coupon <input id="code"></label>'
+      + '<button onclick="parent.__pressed = code.value">Apply</button>';
+  frame.onload = () => resolve(true);
+  document.body.append(frame);
+})"""
+
+
+@pytest.mark.req("frames:iframe-refs")
+async def test_a_same_origin_frames_controls_are_read_and_acted_on_in_place(
+    occ: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace
+) -> None:
+    await workspace.evaluate(bound_page, SAME_ORIGIN_FRAME, await_promise=True)
+    snapshot = await occ.snapshot()
+    code = by_name(snapshot.elements, "textbox", "Coupon")
+    apply = by_name(snapshot.elements, "button", "Apply")
+    await occ.act(Action(type="type", ref=code.ref, text="SPRING"), code)
+    await occ.act(Action(type="click", ref=apply.ref), apply)
+    assert await workspace.evaluate(bound_page, "window.__pressed") == "SPRING"
+
+
+@pytest.mark.req("frames:iframe-refs", "adapter:unique-refs")
+@pytest.mark.parametrize("bound_page", ["/frames/"], indirect=True)
+async def test_a_cross_site_iframes_controls_are_read_and_typed_selected_and_clicked_in_place(
+    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
+) -> None:
+    snapshot = await occ.snapshot()
+    assert "# Chat with Northwind support" in snapshot.text  # the iframe's text, where the iframe is
+    outer = by_name(snapshot.elements, "textbox", "Order number")
+    message = by_name(snapshot.elements, "textbox", "Your message")
+    department = by_name(snapshot.elements, "combobox", "Department")
+    send = by_name(snapshot.elements, "button", "Send")
+    names = [e.name for e in snapshot.elements]
+    assert names.index("Order number") < names.index("Your message")
+
+    sent = fixture_server.wait_for_request("/frames/send")  # registered before acting
+    await occ.act(Action(type="type", ref=message.ref, text="Where is NW-48213?"), message)
+    await occ.act(Action(type="select", ref=department.ref, values=["Returns"]), department)
+    await occ.act(Action(type="click", ref=send.ref), send)
+    form = (await sent).form()
+    assert form == {"department": "returns", "message": "Where is NW-48213?"}
+    assert len(fixture_server.ledger.writes()) == 1
+    assert outer.ref != message.ref
+    assert tap.count(label="backend", category=("screenshot", "focus")) == 0
+
+
+# -- stale refs ----------------------------------------------------------------------------------------------------
+
+
+async def assert_stale_ref_refused(
+    backend: OpenClaudeChromeBackend,
+    element: Element,
+    tap: CDPTap,
+    page: LabPage,
+    fixture_server: FixtureServer,
+) -> None:
+    """Acting on a ref whose element moved or was replaced is refused as stale, and no input reaches the page."""
+    tap.clear()
+    refused: BackendError | None = None
+    try:
+        await backend.act(Action(type="click", ref=element.ref), element)
+    except BackendError as error:
+        refused = error
+    if refused is None:
+        raise AssertionError(f"acting on the stale {element.ref} was not refused")
+    assert refused.kind == "element", refused
+    assert str(refused).startswith("stale_observation"), refused
+    sent = [m for m in page_calls(tap, page) if m.startswith("Input.")]
+    assert not sent, f"input reached the page: {sent}"
+    assert fixture_server.ledger.writes() == [], "a stale ref wrote"
+
+
+# Two neighbouring cards in one grid row whose buttons sit at the same height, scrolled into view: swapping them
+# (a re-sort) puts the second card's button exactly where the first one's was, so a blind click there would hit it.
+SWAPPABLE_PAIR = """(() => {
+  const cards = [...document.getElementById('product-grid').children];
+  for (let i = 0; i + 1 < cards.length; i++) {
+    const [a, b] = [cards[i], cards[i + 1]].map(c => c.querySelector('button').getBoundingClientRect());
+    const enabled = !cards[i].querySelector('button').disabled && !cards[i + 1].querySelector('button').disabled;
+    if (enabled && a.top === b.top && a.height === b.height) {
+      cards[i].scrollIntoView({block: 'center', behavior: 'instant'});
+      return i;
+    }
+  }
+  return -1;
+})()"""
+SWAP = """(i => {
+  const grid = document.getElementById('product-grid');
+  const [a, b] = [grid.children[i], grid.children[i + 1]];
+  grid.insertBefore(b, a);
+  return [a.dataset.sku, b.dataset.sku];
+})(%d)"""
+REPLACE_BUTTON = """(i => {
+  const button = document.getElementById('product-grid').children[i].querySelector('button');
+  button.replaceWith(button.cloneNode(true));
+  return document.querySelectorAll('#product-grid button').length;
+})(%d)"""
+
+
+def card_button(elements: tuple[Element, ...], card: int) -> Element:
+    """The button of the `card`-th product card ("Add to cart", or a disabled "Out of stock")."""
+    buttons = [e for e in elements if e.role == "button" and e.name in ("Add to cart", "Out of stock")]
+    return buttons[card]
+
+
+@pytest.mark.req("adapter:element-errors", "honesty:stale-frame")
+@pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
+async def test_a_resorted_list_makes_the_old_ref_stale_and_nothing_is_written(
+    occ: OpenClaudeChromeBackend,
+    bound_page: LabPage,
+    tap: CDPTap,
+    fixture_server: FixtureServer,
+    workspace: Workspace,
+) -> None:
+    card = await workspace.evaluate(bound_page, SWAPPABLE_PAIR)
+    assert card >= 0
+    button = card_button((await occ.snapshot()).elements, card)
+    moved, now_there = await workspace.evaluate(bound_page, SWAP % card)  # the same element, one place later
+    await assert_stale_ref_refused(occ, button, tap, bound_page, fixture_server)
+
+    button = card_button((await occ.snapshot()).elements, card)
+    assert await workspace.evaluate(bound_page, REPLACE_BUTTON % card) >= 300  # an equal twin in its place
+    await assert_stale_ref_refused(occ, button, tap, bound_page, fixture_server)
+
+    # Observed again, the button now in that place is acted on normally: the product that is there now.
+    fresh = card_button((await occ.snapshot()).elements, card)
+    added = fixture_server.wait_for_request("/catalogue/cart")  # registered before acting
+    await occ.act(Action(type="click", ref=fresh.ref), fresh)
+    assert (await added).form()["sku"] == now_there != moved
+    assert len(fixture_server.ledger.writes("/catalogue/cart")) == 1
+
+
+@pytest.mark.req("adapter:element-errors")
+@pytest.mark.negative_control
+@pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
+async def test_the_stale_ref_check_catches_a_variant_that_clicks_the_refs_old_point_blindly(
+    make_occ: MakeOCC,
+    bound_page: LabPage,
+    tap: CDPTap,
+    fixture_server: FixtureServer,
+    workspace: Workspace,
+) -> None:
+    blind = await make_occ(sabotage_blind_refs=True)
+    card = await workspace.evaluate(bound_page, SWAPPABLE_PAIR)
+    button = card_button((await blind.snapshot()).elements, card)
+    moved, now_there = await workspace.evaluate(bound_page, SWAP % card)
+    added = fixture_server.wait_for_request("/catalogue/cart")  # registered before acting
+    with pytest.raises(AssertionError, match="was not refused"):
+        await assert_stale_ref_refused(blind, button, tap, bound_page, fixture_server)
+    # The blind click landed on whatever sits there now: the other product went into the cart.
+    assert (await added).form()["sku"] == now_there != moved
+    assert len(fixture_server.ledger.writes("/catalogue/cart")) == 1
+
+
+@pytest.mark.req("adapter:refs-only")
+async def test_a_ref_from_another_document_or_not_a_ref_is_refused_without_input(
+    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
+) -> None:
+    snapshot = await occ.snapshot()
+    submit = by_name(snapshot.elements, "button", "Save and continue")
+    await occ.act(Action(type="navigate", url=fixture_server.url("/dom_form/")), None)  # same page, new document
+    tap.clear()
+    with pytest.raises(BackendError, match="stale_observation") as stale:
+        await occ.act(Action(type="click", ref=submit.ref), submit)
+    assert stale.value.kind == "element"
+    for selector in ("button", "#shipping button", "text=Save", "ref_1 >> nth=0"):
+        with pytest.raises(BackendError) as refused:
+            await occ.act(Action(type="click", ref=selector), None)
+        assert refused.value.kind == "element"
+    assert not page_calls(tap, bound_page)
+    assert fixture_server.ledger.writes() == []
+
+
+# -- the action cursor ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.req("adapter:snapshot")
+async def test_the_cursor_is_drawn_by_the_overlay_is_visible_and_never_enters_the_dom_or_the_next_read(
+    occ: OpenClaudeChromeBackend,
+    bound_page: LabPage,
+    tap: CDPTap,
+    workspace: Workspace,
+    hands: CDPClient,
+) -> None:
+    contract = contract_of(occ)
+    count = "document.querySelectorAll('*').length"
+    before_nodes = await workspace.evaluate(bound_page, count)
+    before = await contract.read_page(filter="all")
+    email = next(n for n in before.nodes if n.name == "Email")
+    tap.clear()
+    clicked = await contract.computer(action="left_click", ref=email.ref)
+    assert clicked.point is not None
+    assert page_calls(tap, bound_page)["Overlay.highlightRect"] == 1
+
+    assert await workspace.evaluate(bound_page, count) == before_nodes
+    assert await workspace.evaluate(bound_page, "document.activeElement.id") == "email"  # the click landed
+    after = await contract.read_page(filter="all")
+    assert after.text == before.text
+    x, y = round(clicked.point[0]), round(clicked.point[1])
+    seen = pixel(await lab_screenshot(hands, bound_page), x, y)
+    # Orange over a white field: the marker is there for a human to see.
+    assert seen[0] > 200, f"no cursor drawn at {(x, y)}: {seen}"
+    assert seen[2] < 150, f"no cursor drawn at {(x, y)}: {seen}"
+
+    # An agent's screenshot shows the page, not the marker; and the marker is gone for the human too.
+    png = await occ.screenshot()
+    assert pixel(png, x, y) == (255, 255, 255)
+    assert pixel(await lab_screenshot(hands, bound_page), x, y) == (255, 255, 255)
+
+
+# -- screenshots, coordinates, scrolling ---------------------------------------------------------------------------
+
+
+@pytest.mark.req("adapter:one-screenshot")
+async def test_screenshot_is_exactly_one_capture_of_the_viewport(
+    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, workspace: Workspace
+) -> None:
+    await occ.snapshot()
+    tap.clear()
+    png = await occ.screenshot()
+
+    assert tap.count(label="backend", method="Page.captureScreenshot") == 1
+    assert tap.count(label="backend", category="screenshot") == 1
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    viewport = await workspace.evaluate(bound_page, "[innerWidth, innerHeight]")
+    assert list(image_size(png)) == viewport
+
+
+@pytest.mark.req("adapter:point-click")
+async def test_a_point_click_is_accepted_only_as_the_call_right_after_a_screenshot(
+    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, workspace: Workspace
+) -> None:
+    box = await workspace.evaluate(
+        bound_page,
+        "(() => { const r = document.getElementById('gift').getBoundingClientRect();"
+        " return [r.x + r.width / 2, r.y + r.height / 2]; })()",
+    )
+    point = Action(type="click", x=box[0], y=box[1])
+    tap.clear()
+    with pytest.raises(BackendError, match="right after a screenshot") as early:
+        await occ.act(point, None)
+    assert early.value.kind == "element"
+    assert not page_calls(tap, bound_page)
+
+    await occ.screenshot()
+    await occ.act(point, None)
+    assert await workspace.evaluate(bound_page, "document.getElementById('gift').checked") is True
+    with pytest.raises(BackendError, match="right after a screenshot"):
+        await occ.act(point, None)  # the image described the page before that click, not now
+    assert await workspace.evaluate(bound_page, "document.getElementById('gift').checked") is True
+
+
+@pytest.mark.req("adapter:scroll-to-ref", "action:scroll-without-ref")
+@pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
+async def test_wheel_scroll_and_scroll_to_a_ref_move_the_viewport(
+    occ: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
+) -> None:
+    snapshot = await occ.snapshot()
+    scrolled = "window.__scrolled = new Promise(r => addEventListener('scroll', () => r(scrollY), {once: true})); 1"
+    await workspace.evaluate(bound_page, scrolled)  # registered before acting
+    await occ.act(Action(type="scroll", direction="down"), None)
+    assert await workspace.evaluate(bound_page, "window.__scrolled", await_promise=True) > 0
+
+    footer_link = [e for e in snapshot.elements if e.role == "link"][-1]
+    await workspace.evaluate(bound_page, scrolled)
+    await occ.act(Action(type="scroll", ref=footer_link.ref, direction="down"), footer_link)
+    await workspace.evaluate(bound_page, "window.__scrolled", await_promise=True)
+    bottom = "document.documentElement.scrollHeight - innerHeight - scrollY"
+    assert await workspace.evaluate(bound_page, bottom) < 2000  # near the footer of a long page
+    assert tap.count(label="backend", category=("screenshot", "focus")) == 0
+
+
+# -- not in the foreground -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.req("foreground:minimized")
+async def test_a_minimized_window_still_gets_typed_into_clicked_and_submitted_without_focus_calls(
+    occ: OpenClaudeChromeBackend,
+    bound_page: LabPage,
+    tap: CDPTap,
+    fixture_server: FixtureServer,
+    workspace: Workspace,
+) -> None:
+    assert (await workspace.minimize(bound_page)).state == "minimized"
+    assert await workspace.evaluate(bound_page, "document.visibilityState") == "hidden"
+    snapshot = await occ.snapshot()
+    name = by_name(snapshot.elements, "textbox", "Full name")
+    submit = by_name(snapshot.elements, "button", "Save and continue")
+
+    submitted = fixture_server.wait_for_request("/dom_form/submit")  # registered before acting
+    await occ.act(Action(type="type", ref=name.ref, text="Hidden Hopper"), name)
+    await occ.act(Action(type="click", ref=submit.ref), submit)
+    assert (await submitted).form()["full_name"] == "Hidden Hopper"
+    assert len(fixture_server.ledger.writes("/dom_form/submit")) == 1
+    assert tap.count(label="backend", category="focus") == 0
+    assert (await workspace.window(bound_page)).state == "minimized"  # nothing raised it
+
+
+# -- failures ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.req("adapter:target-lost")
+async def test_after_the_page_closes_every_call_is_target_lost_and_stops_at_the_adapter(
+    occ: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
+) -> None:
+    first = await occ.snapshot()
+    await workspace.close(bound_page)
+
+    with pytest.raises(BackendError) as lost:
+        await occ.snapshot()
+    assert lost.value.kind == "target_lost"
+    tap.clear()
+    submit = by_name(first.elements, "button", "Save and continue")
+    for call in (
+        occ.act(Action(type="click", ref=submit.ref), submit),
+        occ.screenshot(),
+        occ.act(Action(type="navigate", url="http://localhost:1/"), None),
+    ):
+        with pytest.raises(BackendError) as again:
+            await call
+        assert again.value.kind == "target_lost"
+    assert tap.by_target(label="backend") == {}  # sticky: nothing more went upstream
+
+
+@pytest.mark.req("adapter:target-lost")
+async def test_a_crashed_page_is_target_lost(
+    occ: OpenClaudeChromeBackend, bound_page: LabPage, hands: CDPClient
+) -> None:
+    await occ.snapshot()
+    attached = await hands.send("Target.attachToTarget", {"targetId": bound_page.target_id, "flatten": True})
+    crashed = hands.wait_for_event("Target.targetCrashed", predicate=lambda p: p["targetId"] == bound_page.target_id)
+    await hands.send("Target.setDiscoverTargets", {"discover": True})
+    with contextlib.suppress(CDPError, TimeoutError):  # the renderer dies before it can answer
+        await hands.send("Page.crash", session_id=attached["sessionId"], timeout=2.0)
+    await crashed
+    with pytest.raises(BackendError) as lost:
+        await occ.snapshot()
+    assert lost.value.kind == "target_lost"
+    assert "crashed" in str(lost.value)
+
+
+@pytest.mark.req("adapter:timeout")
+@pytest.mark.parametrize("bound_page", ["/stall/"], indirect=True)
+async def test_a_click_whose_navigation_is_held_is_a_timeout_after_exactly_one_write(
+    make_occ: MakeOCC, fixture_server: FixtureServer
+) -> None:
+    occ = await make_occ(navigation_timeout=1.0)
+    submit = by_name((await occ.snapshot()).elements, "button", "Submit expense")
+    held = fixture_server.stall("/stall/write")  # registered before acting
+    with pytest.raises(BackendError) as error:
+        await occ.act(Action(type="click", ref=submit.ref), submit)
+    assert error.value.kind == "timeout"
+    await held.started()
+    assert len(fixture_server.ledger.writes("/stall/write")) == 1
+    held.release(text="<title>Expense submitted</title>", content_type="text/html")
+
+
+@pytest.mark.req("adapter:timeout", "action:navigate")
+async def test_a_navigation_past_its_timeout_is_a_timeout_and_the_backend_stays_usable(
+    make_occ: MakeOCC, fixture_server: FixtureServer
+) -> None:
+    occ = await make_occ(navigation_timeout=2.0, settle_timeout=0.5)
+    stall = fixture_server.stall("/stall/slow-page")  # registered before acting
+    with pytest.raises(BackendError) as error:
+        await occ.act(Action(type="navigate", url=fixture_server.url("/stall/slow-page")), None)
+    assert error.value.kind == "timeout"
+    assert stall.holding
+
+    # Chromium holds the page's other commands while a navigation waits for its answer; a new navigation
+    # supersedes the held one (released instead, it would commit and interrupt whatever came next).
+    await occ.act(Action(type="navigate", url=fixture_server.url("/catalogue/")), None)
+    assert (await occ.snapshot()).url == fixture_server.url("/catalogue/")
+    assert stall.holding
+    assert (await contract_of(occ).navigate("back")).url == fixture_server.url("/dom_form/")
+
+
+# -- process and cost ----------------------------------------------------------------------------------------------
+
+
+def descendants(pid: int) -> dict[int, tuple[int, str]]:
+    """pid → (process group, name) of every live descendant of `pid`."""
+    table: dict[int, tuple[int, int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        state, ppid, pgid = stat[stat.rindex(")") + 2 :].split()[:3]
+        if state not in ("Z", "X"):
+            table[int(entry.name)] = (int(ppid), int(pgid), name)
+    found: dict[int, tuple[int, str]] = {}
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, (ppid, pgid, name) in table.items():
+            if ppid == parent and child not in found:
+                found[child] = (pgid, name)
+                frontier.append(child)
+    return found
+
+
+@pytest.mark.req("adapter:child-hygiene")
+async def test_no_process_but_chromium_runs_beside_the_runtime_while_the_backend_works(
+    occ: OpenClaudeChromeBackend, chromium: Chromium, fixture_server: FixtureServer
+) -> None:
+    snapshot = await occ.snapshot()
+    await occ.act(Action(type="type", ref=by_name(snapshot.elements, "textbox", "Email").ref, text="a@b.c"), None)
+    await occ.screenshot()
+    others = {pid: name for pid, (pgid, name) in descendants(os.getpid()).items() if pgid != chromium.process.pid}
+    assert others == {}, f"processes beside the runtime, Chromium and the fixture server: {others}"
+
+
+@pytest.mark.req("adapter:compact-snapshot")
+@pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
+async def test_the_catalogue_snapshot_reads_every_product_control_and_its_rendering_is_measured(
+    occ: OpenClaudeChromeBackend, tap: CDPTap, bound_page: LabPage
+) -> None:
+    snapshot = await occ.snapshot()
+    roles = Counter(e.role for e in snapshot.elements)
+    assert roles["button"] >= 300  # an "Add to cart" (or disabled "Out of stock") per product
+    assert len([e for e in snapshot.elements if e.name == "Out of stock" and e.disabled]) >= 1
+    assert len({e.ref for e in snapshot.elements}) == len(snapshot.elements)
+    pages: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        text, offset = render(snapshot, "interactive", offset)
+        pages.append(text)
+    tokens = sum(count_text(text) for text in pages)
+    figures(
+        "open_claude_chrome catalogue snapshot (o200k tokens, CDP calls)",
+        {
+            "rendered observation": Counter(tokens=tokens, pages=len(pages), elements=len(snapshot.elements)),
+            "upstream": Counter(chars=snapshot.upstream_chars),
+            "calls": page_calls(tap, bound_page),
+        },
+    )
+    assert tap.count(label="backend", category="screenshot") == 0
+    assert tap.by_target(label="backend").get(BROWSER, Counter())["Target.createTarget"] == 0
+
+
+# -- unit: no browser ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.req("adapter:one-upstream-call", "adapter:allowlist")
+def test_every_canonical_action_maps_to_exactly_one_contract_call(tmp_path: Path) -> None:
+    backend = OpenClaudeChromeBackend(BackendConfig(cdp_endpoint="http://127.0.0.1:9", workdir=tmp_path))
+    field = Element(ref="ref_4", role="textbox", name="Full name")
+    cases: dict[tuple[str, str], tuple[Action, Element | None]] = {
+        ("computer", "left_click"): (Action(type="click", ref="ref_3"), None),
+        ("computer", "left_click "): (Action(type="click", x=10, y=20), None),
+        ("form_input", "text"): (Action(type="type", ref="ref_4", text="hi"), field),
+        ("computer", "key"): (Action(type="press", key="Enter"), None),
+        ("form_input", "select"): (Action(type="select", ref="ref_5", values=["jp"]), None),
+        ("navigate", ""): (Action(type="navigate", url="http://localhost/"), None),
+        ("computer", "scroll"): (Action(type="scroll", direction="down"), None),
+        ("computer", "scroll "): (Action(type="scroll", x=5, y=6, direction="up"), None),
+        ("computer", "scroll_to"): (Action(type="scroll", ref="ref_9", direction="down"), None),
+    }
+    for (tool, computer_action), (action, element) in cases.items():
+        name, arguments = backend.contract_call(action, element)
+        assert name == tool, action
+        if tool == "computer":
+            assert arguments["action"] == computer_action.strip(), action
+    assert backend.contract_call(Action(type="click", x=10, y=20), None)[1] == {
+        "action": "left_click",
+        "coordinate": (10.0, 20.0),
+    }
+    assert backend.contract_call(Action(type="type", ref="ref_4", text="hi"), field)[1] == {
+        "ref": "ref_4",
+        "value": "hi",
+    }
+    for unsupported, kind in (
+        (Action(type="type", ref="ref_4", text="hi", submit=True), "upstream"),
+        (Action(type="press", ref="ref_4", key="Enter"), "upstream"),
+        (Action(type="select", ref="ref_5", values=["a", "b"]), "element"),
+        (Action(type="click", ref="#submit"), "element"),
+    ):
+        with pytest.raises(BackendError) as error:
+            backend.contract_call(unsupported, None)
+        assert error.value.kind == kind, unsupported
+
+
+@pytest.mark.req("adapter:error-kinds")
+def test_key_names_become_keydown_keyup_pairs_with_modifier_bits() -> None:
+    enter = keymap.events(keymap.parse("Enter")[0])
+    assert [e["type"] for e in enter] == ["keyDown", "keyUp"]
+    assert enter[0]["text"] == "\r"
+    assert enter[0]["windowsVirtualKeyCode"] == 13
+    select_all = keymap.parse("ctrl+a")[0]
+    assert select_all.modifiers == 2
+    assert keymap.events(select_all)[0]["type"] == "rawKeyDown"  # a shortcut types nothing
+    assert [c.key.key for c in keymap.parse("Backspace Backspace shift+Tab esc")] == [
+        "Backspace",
+        "Backspace",
+        "Tab",
+        "Escape",
+    ]
+    assert keymap.modifier_bits("cmd+shift") == 12
+    with pytest.raises(keymap.UnknownKey):
+        keymap.parse("hyper+x")
+
+
+def _candidate(role: str, name: str, order: int, **fields: str) -> Candidate:
+    item = AXItem(role, name, None, fields.get("description", ""), {}, order, "main", False)
+    words = {key: set(value.lower().split()) for key, value in fields.items()}
+    base = {k: set() for k in ("name", "placeholder", "description", "value", "text", "context", "attrs")}
+    return Candidate(item, order, {**base, "name": set(name.lower().split()), **words})
+
+
+@pytest.mark.req("adapter:parser")
+def test_ranking_weighs_role_words_descriptions_and_name_coverage() -> None:
+    pool = [
+        _candidate("link", "Kestrel Evo Daypack 22 L", 1),
+        _candidate("button", "Add to cart", 2, description="Summitline Evo Daypack 22 L"),
+        _candidate("button", "Add to cart", 3, description="Kestrel Evo Daypack 22 L"),
+        _candidate("link", "Page 1", 4),
+        _candidate("link", "Next", 5),
+    ]
+    assert [s.item.backend_id for s in rank("add to cart button for the Kestrel Evo Daypack", pool)][:3] == [3, 2, 1]
+    assert rank("next page link", pool)[0].item.name == "Next"
+    assert rank("Kestrel daypack", pool)[0].item.role == "link"
+    assert rank("unrelated words", pool) == []

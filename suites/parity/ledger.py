@@ -1,0 +1,455 @@
+"""The parity ledger: every requirement the suites prove, where it comes from, and where a backend diverges.
+
+Each test names the requirements it exercises with `@pytest.mark.req("id", ...)`; `suites/parity/test_ledger.py`
+holds both directions against this data: every test names known requirements, and every requirement is exercised
+on every backend in `suites.conftest.BACKENDS` unless a divergence is declared for it here, with its reason.
+A divergence is an outcome difference the agent would notice (a refusal where another backend acts); a difference
+only in how or how fast (same outcome) is a `note`, shown in the table but excusing nothing.
+
+A new backend joins by adding its name to `BACKENDS`: the ledger check then lists every requirement it has not yet
+exercised, and each is either covered by a test or declared here as a divergence with a reason.
+
+`python -m suites.parity.ledger` prints `docs/parity.md`; `--write` rewrites it (`make parity-doc`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runtime.reasons import ReasonCode
+from suites.conftest import BACKENDS
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "parity.md"
+
+PROOFS = "spec 发布前必须证明"
+FAILURES = "spec 统一失败语义"
+COMMANDS = "spec Agent 只需要四个 command"
+COSTS = "spec 成本与功能边界"
+LIFECYCLE = "spec Page identity 与生命周期"
+POPUPS = "spec Popup 与并发"
+BACKENDS_SPEC = "spec 三个执行 backend"
+
+PW = "playwright_mcp"
+CDM = "chrome_devtools_mcp"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    id: str
+    source: str
+    text: str
+    divergences: dict[str, str] = field(default_factory=dict)
+    """backend → why this backend does not meet the requirement (the outcome the agent gets instead)."""
+    notes: dict[str, str] = field(default_factory=dict)
+    """backend → a difference in how, with the same outcome (excuses nothing)."""
+
+
+def _reasons() -> Iterable[Requirement]:
+    texts = {
+        ReasonCode.invalid_arguments: "malformed arguments, an empty assertion or an unknown ref answer with it",
+        ReasonCode.invalid_capability: "a missing, forged, replayed or cross-connection token, or an unauthorized "
+        "Page, answers with it before any backend call",
+        ReasonCode.ambiguous_page: "a relation word naming no or several authorized Pages answers with it",
+        ReasonCode.page_context_stale: "a token of an older model request, or a session whose Page changed revision",
+        ReasonCode.stale_observation: "an act on anything but the latest frame, or on a frame a write spent",
+        ReasonCode.page_access_disabled: "a session whose Page the user disabled",
+        ReasonCode.target_lost: "a session whose Page was closed, crashed or replaced",
+        ReasonCode.needs_user: "sign-in, CAPTCHA and sensitive submits are the user's",
+        ReasonCode.timeout: "an act past act_timeout, or a write lease not granted in time; never success",
+        ReasonCode.cancelled: "a cancelled act never answers success: over MCP the cancelled call gets no answer, "
+        "and the frame it carried is spent (the code is reserved for answers a cancelled call can still carry)",
+        ReasonCode.verification_failed: "an assertion that does not hold on the live Page",
+    }
+    for code in ReasonCode:
+        yield Requirement(f"reason:{code.value}", FAILURES, texts[code])
+
+
+_req = Requirement
+
+
+REQUIREMENTS: tuple[Requirement, ...] = (
+    # -- release proofs ------------------------------------------------------------------------------------------
+    _req("protocol:one-tool", f"{PROOFS}: 工具面", "tools/list shows one tool, computer_use; no upstream tool"),
+    _req("isolation:b-untouched", f"{PROOFS}: Page 隔离", "with A authorized, 0 CDP calls reach Page B"),
+    _req("isolation:chat-untouched", f"{PROOFS}: Page 隔离", "with A authorized, 0 CDP calls reach the chat Page"),
+    _req(
+        "isolation:other-window-untouched",
+        f"{PROOFS}: Page 隔离",
+        "with A authorized, 0 CDP calls reach a Page in another window",
+    ),
+    _req(
+        "isolation:every-scenario",
+        f"{PROOFS}: Page 隔离",
+        "observing and verifying A on every scenario reads nothing else",
+    ),
+    _req(
+        "isolation:unauthorized-page",
+        f"{PROOFS}: Page 隔离",
+        "naming an unauthorized Page is refused without touching it",
+    ),
+    _req(
+        "freeze:running-session-keeps-backend",
+        f"{PROOFS}: backend 冻结",
+        "changing the backend setting leaves a running ComputerSession on its backend and its CDP connections",
+    ),
+    _req(
+        "freeze:next-session-uses-new-backend",
+        f"{PROOFS}: backend 冻结",
+        "the next ComputerSession uses the backend the setting names now, on new connections",
+    ),
+    _req(
+        "freeze:failure-never-switches",
+        f"{PROOFS}: 副作用唯一",
+        "a failed or timed-out act never starts another backend (no new connection, no child of another kind)",
+    ),
+    _req("writes:at-most-one", f"{PROOFS}: 副作用唯一", "one Action makes at most one real write (fixture ledger)"),
+    _req(
+        "awareness:swap-left-right",
+        f"{PROOFS}: Page Awareness",
+        "swapping panes updates relation and preview in the next request",
+    ),
+    _req("awareness:split-top-bottom", "DESIGN §3.1", "a split puts one Page above the chat and one below"),
+    _req("awareness:other-window", "DESIGN §3.1", "a Page in another workspace window is other_window"),
+    _req("awareness:ambiguous", "DESIGN §3.1", "a relation word naming two Pages is ambiguous_page"),
+    _req("foreground:occluded", f"{PROOFS}: 非前台执行", "an occluded Page is operated, 0 focus calls"),
+    _req(
+        "foreground:minimized",
+        f"{PROOFS}: 非前台执行",
+        "a minimized Page is operated, 0 focus calls",
+        divergences={
+            PW: "Playwright's actionability checks wait for an animation frame, which headless Chromium never "
+            "runs in a minimized window; only focus emulation (absorbed by the gateway) would restart them",
+            CDM: "Puppeteer's locator (stable bounding box, in viewport) waits for an animation frame, which "
+            "headless Chromium never runs in a minimized window; only focus emulation would restart them",
+        },
+    ),
+    _req("foreground:unfocused", f"{PROOFS}: 非前台执行", "an unfocused Page is operated, 0 focus calls"),
+    _req("foreground:no-focus-calls", f"{PROOFS}: 非前台执行", "no focus or foreground call reaches any Page"),
+    _req("visual:dom-zero-screenshots", f"{PROOFS}: 视觉限制", "an ordinary DOM flow takes 0 screenshots"),
+    _req("visual:canvas-one-screenshot", f"{PROOFS}: 视觉限制", "a canvas observation takes at most 1 screenshot"),
+    _req("visual:point-next-request-only", COSTS, "a screenshot's point is good for the next model request only"),
+    _req("honesty:empty-assertion", f"{PROOFS}: 失败诚实性", "an empty or unknown assertion is never verified"),
+    _req("honesty:stale-frame", f"{PROOFS}: 失败诚实性", "an act on a stale frame writes nothing"),
+    _req("honesty:timeout", f"{PROOFS}: 失败诚实性", "an act that does not finish in time is timeout"),
+    _req(
+        "honesty:cancel-during-act",
+        f"{PROOFS}: 失败诚实性",
+        "a cancel during act gives no success and at most one write",
+    ),
+    _req("honesty:target-lost", f"{PROOFS}: 失败诚实性", "a crashed or closed Page is target_lost"),
+    _req("honesty:verification-failed", "spec 04 verify", "an assertion that does not hold is verification_failed"),
+    *(
+        _req(
+            f"parity:{name}",
+            f"{PROOFS}: 跨 backend 一致",
+            f"the {name} task has the same outcome signature on every backend",
+        )
+        for name in (
+            "dom_form",
+            "catalogue",
+            "login",
+            "captcha",
+            "sensitive",
+            "injection",
+            "popup",
+            "frames",
+            "canvas",
+            "stall",
+        )
+    ),
+    _req(
+        "parity:ledger",
+        f"{PROOFS}: 跨 backend 一致",
+        "every test names requirements of this ledger, and every requirement is exercised on every backend or "
+        "declares why not",
+    ),
+    # -- capability and protocol ---------------------------------------------------------------------------------
+    _req("capability:missing", "DESIGN §3.2", "a call without a token is invalid_capability before any backend call"),
+    _req("capability:forged", "DESIGN §3.2", "a forged token is invalid_capability before any backend call"),
+    _req("capability:replayed", "DESIGN §3.2", "a replayed token is invalid_capability before any backend call"),
+    _req(
+        "capability:cross-connection", "DESIGN §3.2", "a token minted for another MCP connection is invalid_capability"
+    ),
+    _req("capability:stale", "DESIGN §3.2", "a token of an older model request is page_context_stale"),
+    _req(
+        "protocol:invalid-arguments",
+        "spec 004 (MCP tool conventions)",
+        "malformed arguments get invalid_arguments, a hint, no CDP call",
+    ),
+    _req("protocol:stdio", "spec PHASE 1", "a real client over stdio lists one tool and is refused without a token"),
+    _req("protocol:http", "DESIGN §3.6", "a real client over streamable HTTP lists one tool, refused without token"),
+    _req("protocol:third-party-client", "spec PHASE 1", "the MCP Inspector CLI gets one tool and a structured refusal"),
+    _req("protocol:tool-table", "DESIGN §6", "docs/mcp.md's tool table and reason codes match the live server"),
+    # -- policy and content ------------------------------------------------------------------------------------
+    _req("policy:login", "spec 成本与功能边界: needs_user", "a sign-in form is the user's: needs_user, 0 writes"),
+    _req("policy:captcha", "spec 成本与功能边界: needs_user", "a CAPTCHA is the user's: needs_user, 0 writes"),
+    _req(
+        "policy:sensitive",
+        "spec 成本与功能边界: needs_user",
+        "payment and deletion are the user's: needs_user, 0 writes",
+    ),
+    _req("policy:reading-allowed", "DESIGN §3.4", "reading a sign-in page is still allowed"),
+    _req(
+        "injection:no-effect",
+        "spec 成本与功能边界: 不可信数据",
+        "page text changes no target, permission or action count; 0 attacker hits",
+    ),
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+    _req("lifecycle:observe-creates-session", LIFECYCLE, "the first observe creates a ComputerSession and a frame"),
+    _req("lifecycle:frame-advances-after-write", LIFECYCLE, "an act's answer carries a new frame of the session"),
+    _req("lifecycle:access-disabled", LIFECYCLE, "disabling access stops the next call and stales the context"),
+    _req("lifecycle:target-replaced", LIFECYCLE, "a replaced target loses the session bound to the old one"),
+    _req("lifecycle:target-crashed", LIFECYCLE, "a crashed target is target_lost for act and verify"),
+    _req("lifecycle:target-closed", LIFECYCLE, "a closed target is target_lost"),
+    _req("lifecycle:popup-is-a-new-page", POPUPS, "a popup becomes a new Page, unauthorized until the host says so"),
+    _req("concurrency:write-lease", POPUPS, "a second session cannot write while the first holds the write lease"),
+    _req(
+        "frames:observe-verify",
+        "DESIGN §5 (frames scenario)",
+        "a Page with a cross-origin iframe is observed, acted on and verified",
+    ),
+    _req(
+        "frames:iframe-refs",
+        "DESIGN §5 (frames scenario)",
+        "every control of the Page and of its cross-origin iframe gets a ref",
+        divergences={
+            CDM: "uids collide across cross-site iframes (each frame numbers its own nodes); a uid given to two "
+            'nodes is dropped as "(not addressable)" rather than risk acting on the wrong one',
+        },
+    ),
+    # -- actions -----------------------------------------------------------------------------------------------
+    _req(
+        "action:click",
+        COMMANDS,
+        "click a ref",
+        notes={
+            CDM: "the upstream's post-click wait has no failure signal; the runtime's re-observation shows the Page "
+            "as it is"
+        },
+    ),
+    _req("action:type", COMMANDS, "type into a ref (replacing its value)"),
+    _req(
+        "action:type-submit",
+        COMMANDS,
+        "type with submit presses Enter after the text",
+        divergences={
+            CDM: "fill has no submit and type_text types into whatever is focused (a second call to "
+            "focus first): refused with a reason code before anything is sent"
+        },
+    ),
+    _req(
+        "action:type-multiline",
+        COMMANDS,
+        "type text with a line break into a textarea",
+        divergences={
+            CDM: "fill types short values key by key, where \\n is an Enter press that would submit a "
+            "form: newline, CR and NUL are refused before anything is sent"
+        },
+    ),
+    _req("action:press", COMMANDS, "press a key on the focused element"),
+    _req(
+        "action:press-on-ref",
+        COMMANDS,
+        "press a key on a given ref",
+        divergences={
+            PW: "browser_press_key presses on the focused element only; focusing first would be a second call",
+            CDM: "press_key presses on the focused element only; focusing first would be a second call",
+        },
+    ),
+    _req(
+        "action:scroll",
+        COMMANDS,
+        "scroll a ref into view",
+        notes={PW: "a hover: the direction is ignored", CDM: "a hover: the direction is ignored"},
+    ),
+    _req(
+        "action:scroll-without-ref",
+        COMMANDS,
+        "scroll the viewport in a direction",
+        divergences={
+            CDM: "no wheel or scroll tool upstream (the keyboard would be a write to the focused "
+            "element): refused; scroll to a ref instead"
+        },
+    ),
+    _req(
+        "action:point-scroll",
+        COSTS,
+        "scroll at a point right after a screenshot",
+        divergences={
+            PW: "the wheel tool has no position; moving the mouse first would be a second call: refused",
+            CDM: "no wheel or scroll tool upstream: refused",
+        },
+    ),
+    _req("action:select", COMMANDS, "select one option of a native select by its visible label"),
+    _req(
+        "action:select-by-value",
+        COMMANDS,
+        "select one option of a native select by its value attribute",
+        divergences={
+            CDM: "fill picks a native select's option by its visible label only: a value is refused "
+            'upstream ("Could not find option"), nothing selected'
+        },
+    ),
+    _req(
+        "action:navigate",
+        COMMANDS,
+        "navigate to an absolute http(s) URL",
+        notes={CDM: "navigate_page reports a failed navigation as success; the adapter turns it into an error"},
+    ),
+    _req("action:point-click", COSTS, "click at a point right after a screenshot"),
+    _req("verify:element-state", "spec 04 verify", "element_state checks value and checked on the live Page"),
+    _req("verify:text", "spec 04 verify", "text_present checks the live Page's text"),
+    *_reasons(),
+    # -- budgets -----------------------------------------------------------------------------------------------
+    _req("budget:tools-list", "issue 3: budgets", "tools/list costs at most 1,100 o200k tokens"),
+    _req("budget:observe-per-element", "issue 3: budgets", "observe costs at most 15 tokens per interactive element"),
+    _req(
+        "budget:no-unreachable-element",
+        "issue 3: budgets",
+        "every element stays reachable through follow-up reads of the same frame",
+    ),
+    _req("bench:act-latency", "issue 3: budgets", "act latency against the raw upstream is measured (not asserted)"),
+    # -- the scoped gateway ------------------------------------------------------------------------------------
+    _req("gateway:discovery-only-bound", "DESIGN §3.3", "target discovery (HTTP and CDP) shows only the bound Page"),
+    _req(
+        "gateway:refuses-other-targets",
+        "DESIGN §3.3",
+        "commands on other targets, new pages, cookies and browser control are refused",
+    ),
+    _req("gateway:auto-attach", "DESIGN §3.3", "browser-level auto-attach becomes one attach to the bound Page"),
+    _req("gateway:iframe-sessions", "DESIGN §3.3", "session-level auto-attach reaches the bound Page's iframe"),
+    _req("gateway:absorbs-focus", "DESIGN §3.3", "focus and download-behaviour methods are absorbed"),
+    _req("gateway:page-endpoint", "DESIGN §3.3", "the page endpoint serves only the bound Page"),
+    _req("gateway:malformed-frame", "DESIGN §3.3", "a malformed frame closes only that client, with a reason"),
+    _req("gateway:quiet", "DESIGN §3.3", "the gateway alone makes one browser-level discovery call, none on a page"),
+    _req("gateway:close", "DESIGN §3.3", "closing the gateway closes every client connection"),
+    _req("gateway:missing-target", "DESIGN §3.3", "a gateway for a target that does not exist refuses to start"),
+    _req("gateway:events", "DESIGN §3.3", "popups, crashes, closes and a lost browser are reported to the runtime"),
+    _req(
+        "gateway:upstream-scoped",
+        BACKENDS_SPEC,
+        "the backend's upstream, behind the gateway, works on the bound Page and never touches another",
+    ),
+    # -- backend adapters --------------------------------------------------------------------------------------
+    _req("adapter:snapshot", BACKENDS_SPEC, "a snapshot lists controls with roles, names, state and the text"),
+    _req("adapter:compact-snapshot", "issue 3: budgets", "a large snapshot renders in far fewer tokens than raw"),
+    _req("adapter:one-write", BACKENDS_SPEC, "type, select and click make exactly one write, no screenshot"),
+    _req("adapter:refs-only", BACKENDS_SPEC, "only the upstream's own ref syntax is sent; selectors never are"),
+    _req("adapter:unique-refs", BACKENDS_SPEC, "a ref names exactly one element"),
+    _req("adapter:element-errors", BACKENDS_SPEC, "an element that cannot be acted on is an element error"),
+    _req(
+        "adapter:dialog-never-answered",
+        BACKENDS_SPEC,
+        "a JS dialog is never answered; the next observation is an error, no write",
+    ),
+    _req("adapter:target-lost", BACKENDS_SPEC, "after the page closes every call is target_lost at the adapter"),
+    _req(
+        "adapter:timeout",
+        BACKENDS_SPEC,
+        "an upstream call past its timeout is a timeout; the child stays usable",
+        notes={CDM: "a timed-out call is not aborted upstream: the next call waits behind it (same outcome, later)"},
+    ),
+    _req("adapter:cancel", BACKENDS_SPEC, "a cancelled call propagates; the child stays consistent"),
+    _req("adapter:one-screenshot", BACKENDS_SPEC, "a screenshot is exactly one viewport capture"),
+    _req("adapter:point-click", COSTS, "a point click reaches the page"),
+    _req("adapter:scroll-to-ref", COMMANDS, "a scroll to a ref moves the viewport to it"),
+    _req(
+        "adapter:child-hygiene",
+        BACKENDS_SPEC,
+        "the child runs in its workdir, writes nothing outside, leaves no process behind",
+    ),
+    _req("adapter:allowlist", BACKENDS_SPEC, "no tool outside the allowlist is ever called"),
+    _req("adapter:one-upstream-call", BACKENDS_SPEC, "every canonical Action maps to exactly one upstream call"),
+    _req("adapter:error-kinds", BACKENDS_SPEC, "upstream error texts map to the four error kinds"),
+    _req("adapter:parser", BACKENDS_SPEC, "the snapshot parser reads captured answers exactly"),
+    # -- the lab and pure rules ----------------------------------------------------------------------------------
+    _req("lab:browser", "DESIGN §5", "Chromium launches and closes cleanly, or says in one line why not"),
+    _req("lab:fixture-server", "DESIGN §5", "stall routes, bounded waits, reset"),
+    _req("lab:ledger", "DESIGN §5", "one real write is one ledger row, read once, per test"),
+    _req("lab:scenarios", "DESIGN §5", "every scenario's routes, writes and attacker endpoint behave as declared"),
+    _req("lab:tap", "DESIGN §5", "the CDP tap counts exactly what reached each target"),
+    _req("lab:tokens", "DESIGN §5", "the token meter counts o200k_base exactly, images by size"),
+    _req("lab:workspace", "DESIGN §5", "the window shell's geometry is real and read back"),
+    _req("unit:capability-token", "DESIGN §3.2", "a token opens to exactly its claims; anything edited is refused"),
+    _req(
+        "unit:dependencies",
+        "DESIGN §2",
+        "the runtime imports mcp, pydantic, aiohttp only; the lab never what it measures",
+    ),
+    _req("unit:models", "DESIGN §3.4", "actions and assertions reject what would prove or do nothing"),
+    _req("unit:policy-rules", "DESIGN §3.4", "login, CAPTCHA and sensitive writes go to the user"),
+    _req("unit:relation", "DESIGN §3.1", "relations are computed from window bounds"),
+    _req("unit:rendering", "DESIGN §3.4", "observation rendering is bounded and loses no element"),
+)
+
+LEDGER: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}
+assert len(LEDGER) == len(REQUIREMENTS), "duplicate requirement ids"
+
+
+def diverges(requirement: str, backend: str) -> str | None:
+    """Why `backend` does not meet `requirement`, or None when it must."""
+    return LEDGER[requirement].divergences.get(backend)
+
+
+def _cell(requirement: Requirement, backend: str) -> str:
+    if backend in requirement.divergences:
+        return f"diverges: {requirement.divergences[backend]}"
+    if backend in requirement.notes:
+        return f"✓ ({requirement.notes[backend]})"
+    return "✓"
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown(backends: Iterable[str] = BACKENDS) -> str:
+    """docs/parity.md: the requirement × backend table, one section per requirement family."""
+    backends = list(backends)
+    lines = [
+        "# Parity: requirement × backend",
+        "",
+        "<!-- Generated by `python -m suites.parity.ledger --write` (make parity-doc) from suites/parity/ledger.py."
+        " Do not edit by hand: `pytest suites/parity` fails when this file and the ledger disagree. -->",
+        "",
+        "Every requirement the suites prove, where it comes from, and how each backend meets it. ✓: exercised on "
+        "that backend by at least one test (`@pytest.mark.req`); *diverges*: the backend does not meet it, for the "
+        "reason given, and a test shows the outcome the agent gets instead (a refusal with a reason code, never "
+        "another action). A note in brackets is a difference in how, not in outcome.",
+        "",
+        f"{len(REQUIREMENTS)} requirements; "
+        + "; ".join(f"{b}: {sum(1 for r in REQUIREMENTS if b in r.divergences)} divergences" for b in backends)
+        + ".",
+    ]
+    families: dict[str, list[Requirement]] = {}
+    for requirement in REQUIREMENTS:
+        families.setdefault(requirement.id.split(":", 1)[0], []).append(requirement)
+    for family, requirements in families.items():
+        lines += [
+            "",
+            f"## {family}",
+            "",
+            "| requirement | source | what | " + " | ".join(backends) + " |",
+            "|---|---|---|" + "---|" * len(backends),
+        ]
+        for r in requirements:
+            cells = [f"`{r.id}`", _escape(r.source), _escape(r.text), *(_escape(_cell(r, b)) for b in backends)]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    text = markdown()
+    if "--write" in argv:
+        DOC.write_text(text, encoding="utf-8")
+        print(f"wrote {DOC}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

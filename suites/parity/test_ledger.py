@@ -1,0 +1,87 @@
+"""The parity ledger holds in both directions: every suite test names requirements the ledger knows, and every
+requirement is exercised on every backend in `BACKENDS` — or declares, with a reason, why that backend diverges,
+and a test shows that divergence. A test expected to fail on a backend must be one of those. `docs/parity.md` is
+the ledger's own rendering, never edited by hand.
+
+The inventory comes from collecting the whole `suites/` tree in a child pytest (see `inventory.py`), so the check
+means the same whether it runs alone (`pytest suites/parity`) or inside the full run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import allure
+import pytest
+
+from suites.conftest import BACKENDS
+from suites.parity import inventory
+from suites.parity.inventory import Inventory, Item
+from suites.parity.ledger import DOC, LEDGER, markdown
+
+pytestmark = pytest.mark.req("parity:ledger")
+
+DIVERGENCES = {r.id: r.divergences for r in LEDGER.values() if r.divergences}
+
+
+def check(problems: list[str]) -> None:
+    assert not problems, "\n".join(problems)
+
+
+@pytest.fixture(scope="module")
+def collected() -> Inventory:
+    found = inventory.collect(BACKENDS)
+    print(f"collected {len(found.items)} tests in {found.seconds:.1f}s; outside the ledger: {found.ignored or 'none'}")
+    return found
+
+
+def test_every_suite_test_names_at_least_one_requirement_the_ledger_knows(collected: Inventory) -> None:
+    assert len(collected.items) > 100  # the whole tree, not just this folder
+    check(inventory.unnamed(collected.items, LEDGER, BACKENDS))
+
+
+def test_every_requirement_is_exercised_on_every_backend_unless_it_declares_a_divergence(
+    collected: Inventory, request: pytest.FixtureRequest
+) -> None:
+    problems = inventory.uncovered(collected.items, LEDGER, DIVERGENCES, BACKENDS)
+    table = markdown(BACKENDS)
+    allure.attach(table, "parity ledger: requirement × backend", allure.attachment_type.TEXT)
+    request.config.stash[inventory.TABLE_KEY] = inventory.terminal_table(LEDGER, DIVERGENCES, BACKENDS)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_declared_divergence_is_shown_by_a_test_on_that_backend(collected: Inventory) -> None:
+    check(inventory.unbacked(collected.items, DIVERGENCES, BACKENDS))
+
+
+def test_a_test_expected_to_fail_on_a_backend_names_a_requirement_declaring_that_divergence(
+    collected: Inventory,
+) -> None:
+    assert any(item.xfail for item in collected.items)  # the minimized-window proofs: the check has work to do
+    check(inventory.unexplained_xfails(collected.items, DIVERGENCES, BACKENDS))
+
+
+def test_docs_parity_md_is_exactly_what_the_ledger_generates() -> None:
+    assert DOC.read_text(encoding="utf-8") == markdown(BACKENDS), (
+        "docs/parity.md is out of date: run `make parity-doc` (python -m suites.parity.ledger --write)"
+    )
+
+
+@pytest.mark.negative_control
+def test_the_ledger_check_catches_an_unnamed_test_an_unexercised_requirement_and_an_unexplained_xfail(
+    collected: Inventory,
+) -> None:
+    # Doctor the real inventory: one test loses its markers, every select test loses chrome_devtools_mcp, and a
+    # passing test is made to expect failure on a backend where nothing diverges.
+    items = list(collected.items)
+    items[0] = dataclasses.replace(items[0], ids=())
+    items = [
+        item for item in items if not ("action:select" in item.ids and "chrome_devtools_mcp" in item.backends(BACKENDS))
+    ]
+    items.append(Item("suites/made/up.py::test_x[playwright_mcp]", ("action:click",), "playwright_mcp", xfail=True))
+    with pytest.raises(AssertionError, match=r"no @pytest\.mark\.req"):
+        check(inventory.unnamed(items, LEDGER, BACKENDS))
+    with pytest.raises(AssertionError, match="action:select: not exercised on chrome_devtools_mcp"):
+        check(inventory.uncovered(items, LEDGER, DIVERGENCES, BACKENDS))
+    with pytest.raises(AssertionError, match="expected to fail on playwright_mcp"):
+        check(inventory.unexplained_xfails(items, DIVERGENCES, BACKENDS))
