@@ -49,7 +49,6 @@ vision (click_at); file tools restricted to the workdir. HOME, TMPDIR and XDG_* 
 from __future__ import annotations
 
 import base64
-import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -61,11 +60,9 @@ from backends.chrome_devtools_mcp.client import ALLOWLIST, LABEL, UpstreamClient
 from backends.chrome_devtools_mcp.errors import navigation_failure, upstream_error
 from backends.chrome_devtools_mcp.snapshot import UID, SnapshotFormatError, parse_snapshot
 from backends.common.normalize import CHECKABLE_ROLES
-from backends.common.watch import TargetWatcher
+from backends.common.watch import TargetWatcher, start_watcher
 from runtime.backend import BackendConfig, BackendError, Element, Snapshot
 from runtime.models import Action
-
-log = logging.getLogger(__name__)
 
 EXECUTABLE = "chrome-devtools-mcp"
 PAGE_ID = 1
@@ -165,7 +162,7 @@ class ChromeDevToolsMCPBackend:
             for sub in ("home", "tmp", "cache", "config", "data", "run", "files"):
                 (self.workdir / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
             if self.watch_target:
-                await self._start_watcher()
+                self.watcher = await start_watcher(self.config.cdp_endpoint, LABEL)
             tools = await self.client.start()
             missing = sorted(ALLOWLIST - tools)
             if missing:
@@ -173,16 +170,6 @@ class ChromeDevToolsMCPBackend:
         except BaseException:
             await self.close()
             raise
-
-    async def _start_watcher(self) -> None:
-        watcher = self.watcher = TargetWatcher(self.config.cdp_endpoint, label=LABEL)
-        try:
-            if await watcher.start() is None:
-                log.warning("%s: the CDP endpoint shows no single page; target loss via errors only", self.name)
-        except Exception as exc:  # e.g. an endpoint that refuses discovery: degrade to the upstream's error texts
-            log.warning("%s: cannot watch the target (%r); target loss via errors only", self.name, exc)
-            self.watcher = None
-            await watcher.close()
 
     async def close(self) -> None:
         client, self.client = self.client, None

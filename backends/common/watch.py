@@ -14,9 +14,12 @@ backend relies on the upstream's error texts alone.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from runtime.cdp import CDPConnection
+
+log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 10.0
 
@@ -61,3 +64,17 @@ class TargetWatcher:
     async def close(self) -> None:
         if self._cdp is not None:
             await self._cdp.close()
+
+
+async def start_watcher(cdp_endpoint: str, label: str) -> TargetWatcher | None:
+    """A started watcher of the bound page, or None: an endpoint that shows no single page or refuses discovery
+    leaves the backend relying on the upstream's error texts alone (logged, not fatal)."""
+    watcher = TargetWatcher(cdp_endpoint, label=label)
+    try:
+        if await watcher.start() is not None:
+            return watcher
+        log.warning("%s: the CDP endpoint shows no single page; target loss via errors only", label)
+    except Exception as exc:
+        log.warning("%s: cannot watch the target (%r); target loss via errors only", label, exc)
+    await watcher.close()
+    return None

@@ -30,7 +30,6 @@ click, wheel), `--output-dir` inside the workdir, explicit action/navigation tim
 from __future__ import annotations
 
 import base64
-import logging
 import os
 import shutil
 import tempfile
@@ -39,14 +38,12 @@ from typing import Any
 
 import mcp_types as types
 
-from backends.common.watch import TargetWatcher
+from backends.common.watch import TargetWatcher, start_watcher
 from backends.playwright_mcp.client import ALLOWLIST, UpstreamClient
 from backends.playwright_mcp.errors import upstream_error
 from backends.playwright_mcp.snapshot import REF, SnapshotFormatError, parse_snapshot_answer
 from runtime.backend import BackendConfig, BackendError, Element, Snapshot
 from runtime.models import Action
-
-log = logging.getLogger(__name__)
 
 EXECUTABLE = "playwright-mcp"
 SCROLL_STEP = 600  # CSS px per scroll action (about one viewport of a small window)
@@ -152,7 +149,7 @@ class PlaywrightMCPBackend:
                 (self.workdir / sub).mkdir(parents=True, exist_ok=True)
             self._sockets_dir.mkdir(mode=0o700, exist_ok=True)
             if self.watch_target:
-                await self._start_watcher()
+                self.watcher = await start_watcher(self.config.cdp_endpoint, EXECUTABLE)
             tools = await self.client.start()
             missing = sorted(ALLOWLIST - tools)
             if missing:
@@ -160,16 +157,6 @@ class PlaywrightMCPBackend:
         except BaseException:
             await self.close()
             raise
-
-    async def _start_watcher(self) -> None:
-        watcher = self.watcher = TargetWatcher(self.config.cdp_endpoint, label=EXECUTABLE)
-        try:
-            if await watcher.start() is None:
-                log.warning("playwright_mcp: the CDP endpoint shows no single page; target loss via errors only")
-        except Exception as exc:  # e.g. an endpoint that refuses discovery: degrade to the upstream's error texts
-            log.warning("playwright_mcp: cannot watch the target (%r); target loss via errors only", exc)
-            self.watcher = None
-            await watcher.close()
 
     async def close(self) -> None:
         client, self.client = self.client, None
