@@ -42,6 +42,28 @@ async def test_swapping_panes_updates_relations_and_previews_in_the_next_request
     assert seen.page.handle == b  # "left" now means B, and the observation is of B
 
 
+@pytest.mark.negative_control
+@pytest.mark.req("awareness:swap-left-right")
+async def test_the_swap_check_catches_a_registry_whose_relations_are_hard_coded(
+    desk: Desk, agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await three_across(desk)
+    a, b = desk.handle("A"), desk.handle("B")
+    frozen = {a: "left", b: "right"}
+    # The spec's anti-pattern: a relation written down once instead of computed from the window bounds.
+    monkeypatch.setattr(desk.runtime.registry, "info", _frozen_info(desk.runtime.registry.info, frozen))
+    await desk.workspace.swap(desk.labs["A"], desk.labs["B"])
+    with pytest.raises(AssertionError):
+        assert await relations(agent) == {a: "right", b: "left"}
+
+
+def _frozen_info(info, frozen: dict[str, str]):
+    def hard_coded(page):
+        return info(page).model_copy(update={"relation": frozen[page.registry_page_id]})
+
+    return hard_coded
+
+
 @pytest.mark.req("awareness:split-top-bottom")
 async def test_splitting_puts_one_page_above_the_chat_and_one_below(desk: Desk, agent: Agent) -> None:
     await desk.open("A", "/dom_form/", desk.workspace.column(0, 2))
