@@ -28,7 +28,7 @@ from runtime.client import HostedClient
 from runtime.models import ComputerUseResult, Page
 from runtime.service import Settings
 
-BACKENDS = ("playwright_mcp", "chrome_devtools_mcp")
+BACKENDS = ("playwright_mcp", "chrome_devtools_mcp", "open_claude_chrome")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

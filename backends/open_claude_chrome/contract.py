@@ -342,6 +342,8 @@ class ToolContract:
         document (DOMContentLoaded), bounded, as the other backends do."""
         before = self.session.requests
         yield
+        if self.session.dialog is not None:
+            return  # the action's effect is a dialog the user must answer; nothing navigates until then
         await self._flush()
         if self.session.requests != before:
             session = self.session
@@ -515,6 +517,8 @@ class ToolContract:
     async def _click(self, point: tuple[float, float], button: str, count: int, modifiers: int) -> None:
         await self._mouse("mouseMoved", point, modifiers)
         for n in range(1, count + 1):
+            if self.session.dialog is not None:
+                return  # the first click opened a dialog: the rest of a double click would only be refused
             await self._mouse("mousePressed", point, modifiers, button, n)
             await self._mouse("mouseReleased", point, modifiers, button, n)
 

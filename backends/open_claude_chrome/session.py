@@ -91,6 +91,11 @@ class PageSession:
         self.navigation_pending = False
         """The last requested main-frame navigation has not yet reached DOMContentLoaded, a same-document change or
         the end of loading (cancelled, 204, download)."""
+        self.dialog: str | None = None
+        """The JavaScript dialog (alert, confirm, prompt, beforeunload) open on the page, if any: "type: message".
+        The backend never answers one (that is the user's decision), and while it is open the page's renderer
+        answers nothing, so every call on the page is refused up front instead of hanging until its timeout."""
+        self._dialog_event = asyncio.Event()
         self._watch: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -174,6 +179,12 @@ class PageSession:
         if self.lost is not None:
             raise BackendError("target_lost", self.lost)
 
+    def check_dialog(self) -> None:
+        if self.dialog is not None:
+            raise BackendError(
+                "upstream", f"a JavaScript dialog is open ({self.dialog}); the runtime never answers one: the user must"
+            )
+
     async def _browser(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         return await self._call(method, params, None, self.connect_timeout)
 
@@ -194,21 +205,30 @@ class PageSession:
         self, method: str, params: dict[str, Any] | None, session_id: str | None, timeout: float
     ) -> dict[str, Any]:
         self.check()
+        if session_id is not None:
+            self.check_dialog()
         cdp = self.cdp
         if cdp is None:
             raise BackendError("upstream", "the backend is not started")
         call = asyncio.ensure_future(cdp.send(method, params, session_id=session_id, timeout=timeout))
         lost = asyncio.ensure_future(self._lost_event.wait())
+        dialog = asyncio.ensure_future(self._dialog_event.wait())
         try:
-            await asyncio.wait({call, lost}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({call, lost, dialog}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             lost.cancel()
+            dialog.cancel()
             if not call.done():
                 call.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await call
         if not call.done() or call.cancelled():
             self.check()
+            if method.startswith("Input."):
+                # The renderer opened the dialog from inside this event's handler and acknowledges the event only
+                # once the dialog closes: the dialog is the proof the input was delivered.
+                return {}
+            self.check_dialog()
         try:
             return call.result()
         except TimeoutError:
@@ -298,6 +318,12 @@ class PageSession:
             if params.get("frameId") == self.main_frame_id:
                 self.navigations += 1
                 self.navigation_pending = False
+        elif method == "Page.javascriptDialogOpening":
+            self.dialog = f"{params.get('type', 'dialog')}: {params.get('message', '')}"
+            self._dialog_event.set()
+        elif method == "Page.javascriptDialogClosed":
+            self.dialog = None
+            self._dialog_event.clear()
         elif method == "Page.frameDetached":
             state = self.frames.get(params.get("frameId", ""))
             # "swap": the frame moved to another renderer, whose session now reports it; the frame lives on.

@@ -10,6 +10,7 @@ focus emulation, which would otherwise reach the page.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,9 @@ from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient, CDPError
 from lab.tap import CDPTap
 from lab.workspace import LabPage, Workspace
-from runtime.backend import BackendConfig
+from runtime.backend import Backend, BackendConfig
 from runtime.gateway import ScopedGateway
+from runtime.models import Action
 
 
 async def page_targets(hands: CDPClient) -> set[str]:
@@ -42,6 +44,26 @@ async def close_pages_except(hands: CDPClient, keep: set[str]) -> None:
             destroyed.cancel()
             continue
         await destroyed
+
+
+async def cancel_a_held_navigation_then_navigate_again(backend: Backend, fixture_server: FixtureServer) -> None:
+    """The cancel check every adapter passes: a navigation the server holds is cancelled once its request has
+    arrived; the cancellation reaches the caller (no answer is invented), and the next navigation and read work on
+    the same backend (the held request is answered 503 by the server's reset after the test)."""
+    stall = fixture_server.stall("/stall/slow-page")  # registered before acting
+    call = asyncio.ensure_future(backend.act(Action(type="navigate", url=fixture_server.url("/stall/slow-page")), None))
+    try:
+        await stall.started()
+    finally:
+        call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert stall.holding
+
+    await backend.act(Action(type="navigate", url=fixture_server.url("/dom_form/")), None)
+    snapshot = await backend.snapshot()
+    assert snapshot.url == fixture_server.url("/dom_form/")
+    assert any(e.role == "button" and e.name == "Save and continue" for e in snapshot.elements), snapshot.elements
 
 
 @pytest.fixture

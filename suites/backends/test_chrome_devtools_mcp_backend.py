@@ -8,7 +8,6 @@ snapshot parser (on answers captured from real runs, `suites/backends/data/cdm_*
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
 from pathlib import Path
@@ -28,7 +27,7 @@ from lab.tokens import count_text, image_size
 from lab.workspace import LabPage, Workspace
 from runtime.backend import BackendConfig, BackendError, Element
 from runtime.models import Action
-from suites.backends.conftest import MakeCDM
+from suites.backends.conftest import MakeCDM, cancel_a_held_navigation_then_navigate_again
 
 pytestmark = pytest.mark.req(backend="chrome_devtools_mcp")
 
@@ -317,21 +316,9 @@ async def test_an_upstream_call_past_its_timeout_is_a_timeout_and_the_child_stay
 async def test_a_cancelled_call_propagates_and_leaves_the_child_running_and_consistent(
     cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, fixture_server: FixtureServer
 ) -> None:
-    stall = fixture_server.stall("/stall/slow-page")  # registered before acting
-    call = asyncio.ensure_future(cdm.act(Action(type="navigate", url=fixture_server.url("/stall/slow-page")), None))
-    try:
-        await stall.started()
-    finally:
-        call.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await call
+    await cancel_a_held_navigation_then_navigate_again(cdm, fixture_server)
     assert cdm.pid is not None
     assert group_alive(cdm.pid)
-
-    await cdm.act(Action(type="navigate", url=fixture_server.url("/dom_form/")), None)
-    snapshot = await cdm.snapshot()
-    assert snapshot.url == fixture_server.url("/dom_form/")
-    assert by_name(snapshot.elements, "button", "Save and continue")
 
 
 # -- screenshot, point click, scroll -------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from runtime.backend import BackendConfig, BackendError, Element
 from runtime.gateway import ScopedGateway
 from runtime.models import Action
 from runtime.observation import render
+from suites.backends.conftest import cancel_a_held_navigation_then_navigate_again
 
 MakeOCC = Callable[..., Awaitable[OpenClaudeChromeBackend]]
 FOCUS_METHODS = ("Page.bringToFront", "Target.activateTarget", "Emulation.setFocusEmulationEnabled")
@@ -674,6 +675,34 @@ async def test_after_the_page_closes_every_call_is_target_lost_and_stops_at_the_
             await call
         assert again.value.kind == "target_lost"
     assert tap.by_target(label="backend") == {}  # sticky: nothing more went upstream
+
+
+@pytest.mark.parametrize("bound_page", ["/sensitive/"], indirect=True)
+@pytest.mark.req("adapter:dialog-never-answered")
+async def test_a_javascript_dialog_is_never_answered_and_blocks_the_next_observation_as_an_error(
+    occ: OpenClaudeChromeBackend, bound_page: LabPage, fixture_server: FixtureServer, tap: CDPTap
+) -> None:
+    pay = by_name((await occ.snapshot()).elements, "button", "Pay now")
+    await occ.act(Action(type="click", ref=pay.ref), pay)  # the click happened; its confirm() is now open
+
+    tap.clear()
+    for call in (occ.snapshot(), occ.screenshot(), occ.act(Action(type="click", ref=pay.ref), pay)):
+        with pytest.raises(BackendError) as blocked:
+            await call
+        assert blocked.value.kind == "upstream"
+        assert "dialog is open (confirm: Pay" in str(blocked.value)
+    assert tap.by_target(label="backend") == {}  # refused at the adapter: nothing was sent, nothing answered it
+    assert fixture_server.ledger.writes() == []  # nobody said OK
+
+
+@pytest.mark.req("adapter:cancel")
+async def test_a_cancelled_call_propagates_and_leaves_the_backend_usable_and_consistent(
+    occ: OpenClaudeChromeBackend, fixture_server: FixtureServer
+) -> None:
+    # The held navigation is superseded by the next one, exactly as after a timeout.
+    await cancel_a_held_navigation_then_navigate_again(occ, fixture_server)
+    assert occ.session is not None
+    assert occ.session.lost is None
 
 
 @pytest.mark.req("adapter:target-lost")

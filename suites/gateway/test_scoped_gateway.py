@@ -11,16 +11,21 @@ import asyncio
 import contextlib
 import re
 from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import aiohttp
 import pytest
 
+from backends.open_claude_chrome import OpenClaudeChromeBackend
 from fixtures_sites.server import FixtureServer
 from lab.browser import launch
 from lab.cdp import CDPClient, CDPError
 from lab.tap import BROWSER, CDPTap
 from lab.workspace import LabPage, Workspace
+from runtime.backend import BackendConfig
 from runtime.gateway import GatewayError, ScopedGateway
+from runtime.models import Action
 from suites.gateway.conftest import (
     EventRecorder,
     Gateways,
@@ -370,6 +375,47 @@ async def test_chrome_devtools_mcp_snapshots_and_clicks_the_bound_page_without_f
     assert "Emulation.setFocusEmulationEnabled" in {x.method for x in gateway.absorbed}
     # chrome-devtools-mcp asks for the DevTools target of A; refusing it is tolerated, and is all it was refused.
     assert {r.method for r in gateway.refusals} <= {"Target.getDevToolsTarget"}
+
+
+@pytest.mark.req("gateway:upstream-scoped", "gateway:iframe-sessions", backend="open_claude_chrome")
+async def test_open_claude_chrome_reads_and_clicks_the_bound_page_and_its_iframe_and_never_touches_the_others(
+    tap: CDPTap,
+    make_gateway: Gateways,
+    three_pages: Pages,
+    workspace: Workspace,
+    fixture_server: FixtureServer,
+    tmp_path: Path,
+) -> None:
+    a, b, c = three_pages
+    framed = await workspace.open("framed", fixture_server.url("/frames/"), workspace.column(0, 3))
+
+    async def through_gateway(page: LabPage, work: Callable[[OpenClaudeChromeBackend], Awaitable[None]]) -> None:
+        gateway = await make_gateway(page)
+        occ = OpenClaudeChromeBackend(BackendConfig(cdp_endpoint=gateway.url, workdir=tmp_path))
+        await occ.start()
+        try:
+            await work(occ)
+        finally:
+            await occ.close()
+        assert not gateway.refusals, gateway.refusals
+        assert not gateway.absorbed, gateway.absorbed  # it never even asks for focus
+
+    async def check_the_gift(occ: OpenClaudeChromeBackend) -> None:
+        snapshot = await occ.snapshot()
+        gift = next(e for e in snapshot.elements if e.role == "checkbox" and e.name == "This is a gift")
+        await occ.act(Action(type="click", ref=gift.ref), gift)
+
+    async def read_the_chat_frame(occ: OpenClaudeChromeBackend) -> None:
+        snapshot = await occ.snapshot()  # the cross-origin iframe is an out-of-process child session of the page
+        assert "Chat with Northwind support" in snapshot.text, snapshot.text
+        assert any(e.role == "combobox" and e.name == "Department" for e in snapshot.elements), snapshot.elements
+
+    await through_gateway(a, check_the_gift)
+    await through_gateway(framed, read_the_chat_frame)
+    assert await gift_checked(workspace, a)
+    assert not await gift_checked(workspace, b)
+    untouched(tap, b, c)
+    assert tap.count(target=a.target_id, category="input") > 0
 
 
 # -- what the runtime must hear about ------------------------------------------------------------------------------

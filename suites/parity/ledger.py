@@ -34,6 +34,7 @@ BACKENDS_SPEC = "spec 三个执行 backend"
 
 PW = "playwright_mcp"
 CDM = "chrome_devtools_mcp"
+OCC = "open_claude_chrome"
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "type with submit presses Enter after the text",
         divergences={
             CDM: "fill has no submit and type_text types into whatever is focused (a second call to "
-            "focus first): refused with a reason code before anything is sent"
+            "focus first): refused with a reason code before anything is sent",
+            OCC: "form_input sets a value and never submits; Enter would be a second computer key call: refused "
+            "before anything is sent (type, then press Enter)",
         },
     ),
     _req(
@@ -257,6 +260,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         divergences={
             PW: "browser_press_key presses on the focused element only; focusing first would be a second call",
             CDM: "press_key presses on the focused element only; focusing first would be a second call",
+            OCC: "computer key presses on the focused element only; focusing first would be a second call",
         },
     ),
     _req(
