@@ -49,7 +49,8 @@ class BackendError(Exception):
     """An upstream failure, classified. The runtime maps `kind` to a reason code; the text is never shown as one.
 
     kind: "target_lost" (page closed/crashed/detached), "timeout", "element" (the ref did not resolve or the
-    element could not be acted on), "upstream" (anything else the upstream reported).
+    element could not be acted on), "dialog" (a JavaScript dialog or file chooser blocks the page: no backend ever
+    answers one, the user must), "upstream" (anything else the upstream reported).
     """
 
     def __init__(self, kind: str, message: str) -> None:

@@ -49,6 +49,10 @@ class CDPConnection:
     def listen(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
+    def unlisten(self, listener: Listener) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
     async def send(
         self, method: str, params: dict[str, Any] | None = None, session_id: str | None = None, timeout: float = 15.0
     ) -> dict[str, Any]:

@@ -48,17 +48,33 @@ class TargetGone(Exception):
     """The bound target no longer answers (closed, crashed, replaced)."""
 
 
+class DialogOpen(Exception):
+    """A JavaScript dialog is open on the Page: its renderer answers no read until the user answers the dialog."""
+
+
 class PageProbe:
-    def __init__(self, cdp: CDPConnection, target_id: str) -> None:
+    def __init__(self, cdp: CDPConnection, target_id: str, *, watch_dialogs: bool = True) -> None:
+        """`watch_dialogs`: enable Page events on the probe's session to learn of dialogs (a session's probe lives
+        as long as the session; a one-off read such as a preview does without)."""
         self._cdp = cdp
         self.target_id = target_id
         self._session: str | None = None
+        self._watch_dialogs = watch_dialogs
+        self.dialog: str | None = None
+        """"type: message" of the dialog open on the Page, from the Page events of this probe's session."""
 
     async def _send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         try:
             if self._session is None:
                 attached = await self._cdp.send("Target.attachToTarget", {"targetId": self.target_id, "flatten": True})
                 self._session = attached["sessionId"]
+                if self._watch_dialogs:
+                    self._cdp.listen(self._on_event)
+                    # Page events tell the probe when a dialog opens; a read sent after that would wait for the
+                    # user. (A dialog already open before this attach is not reported: such reads time out.)
+                    await self._cdp.send("Page.enable", session_id=self._session)
+            if self.dialog is not None:
+                raise DialogOpen(self.dialog)
             return await self._cdp.send(method, params, session_id=self._session)
         except CDPError as exc:
             if not LOST.search(str(exc)):
@@ -108,11 +124,25 @@ class PageProbe:
             return False
         return True
 
+    async def accept_dialog(self) -> None:
+        """Only the `answer_dialogs` sabotage calls this: the runtime never answers a dialog, the user does."""
+        self.dialog = None
+        await self._send("Page.handleJavaScriptDialog", {"accept": True})
+
     async def bring_to_front(self) -> None:
         """Only the `bring_to_front` sabotage calls this: the runtime never raises or focuses a window."""
         await self._send("Page.bringToFront")
 
+    def _on_event(self, method: str, params: dict[str, Any], session_id: str | None) -> None:
+        if session_id != self._session:
+            return
+        if method == "Page.javascriptDialogOpening":
+            self.dialog = f"{params.get('type', 'dialog')}: {params.get('message', '')}"
+        elif method == "Page.javascriptDialogClosed":
+            self.dialog = None
+
     async def close(self) -> None:
+        self._cdp.unlisten(self._on_event)
         if self._session is not None:
             session, self._session = self._session, None
             with contextlib.suppress(CDPError, TimeoutError):  # the target may already be gone
@@ -132,7 +162,7 @@ async def read_preview(cdp: CDPConnection, target_id: str, chars: int = 160, tim
     Best effort and briefly bounded: a Page in the middle of a navigation may not answer, and a model request
     must not wait for it (the preview is then empty).
     """
-    probe = PageProbe(cdp, target_id)
+    probe = PageProbe(cdp, target_id, watch_dialogs=False)
     expression = f"(document.body ? document.body.innerText : '').slice(0, {chars * 2})"
     try:
         text = await asyncio.wait_for(probe.evaluate(expression), timeout)

@@ -29,13 +29,15 @@ from runtime.models import Action, Assertion, ComputerUseResult, Page
 from runtime.models.page import RELATIONS
 from runtime.observation import render
 from runtime.policy import needs_user
-from runtime.probe import PageProbe, Structure, TargetGone
+from runtime.probe import DialogOpen, PageProbe, Structure, TargetGone
 from runtime.reasons import ReasonCode
 from runtime.registry.registry import PageRegistry, UnknownPage
 from runtime.session import ComputerSession, Frame
 from runtime.verification import failures
 
 log = logging.getLogger(__name__)
+
+DIALOG_OPEN = "a dialog is open on the Page; the user must answer it (the runtime never does), then observe again"
 
 BackendFactory = Callable[[BackendConfig], Backend]
 Command = Literal["list_pages", "observe", "act", "verify"]
@@ -305,6 +307,8 @@ class ComputerUseService:
             return Refusal(ReasonCode.target_lost, "the Page's target is gone")
         if exc.kind == "timeout":
             return Refusal(ReasonCode.timeout, "the backend did not finish in time")
+        if exc.kind == "dialog":
+            return Refusal(ReasonCode.needs_user, DIALOG_OPEN)
         detail = " ".join(str(exc).split())[:200]
         return Refusal(ReasonCode.stale_observation, f"the Page did not accept the action ({exc.kind}: {detail})")
 
@@ -360,7 +364,11 @@ class ComputerUseService:
         try:
             outcome = await self._observe_session(session, "interactive", context)
         except Refusal as refusal:
-            raise Refusal(refusal.code, f"the action was sent, but re-observing failed: {refusal}") from None
+            if refusal.code is ReasonCode.needs_user and "answer_dialogs" in self.sabotage:
+                await session.probe.accept_dialog()
+                outcome = await self._observe_session(session, "interactive", context)
+            else:
+                raise Refusal(refusal.code, f"the action was sent, but re-observing failed: {refusal}") from None
         outcome.result.message = f"{action.type} done with backend {session.backend_name}; this is the new frame."
         return outcome
 
@@ -387,6 +395,8 @@ class ComputerUseService:
             raise Refusal(ReasonCode.target_lost, "the Page's target is gone") from None
         except TimeoutError:
             raise Refusal(ReasonCode.timeout, "the Page did not answer in time; nothing was done") from None
+        except DialogOpen:
+            raise Refusal(ReasonCode.needs_user, DIALOG_OPEN) from None
 
     # -- verify ----------------------------------------------------------------------------------------------
 
@@ -401,6 +411,8 @@ class ComputerUseService:
             )
         except TimeoutError:
             raise Refusal(ReasonCode.timeout, "the Page did not answer the verification in time") from None
+        except DialogOpen:
+            raise Refusal(ReasonCode.needs_user, DIALOG_OPEN) from None
         except TargetGone:
             session.invalidate(ReasonCode.target_lost, "the Page's target is gone")
             raise Refusal(ReasonCode.target_lost, "the Page's target is gone") from None

@@ -153,7 +153,7 @@ class ChromeDevToolsMCPBackend:
             args,
             cwd=self.workdir,
             env=env,
-            marker=str(self.workdir / "files"),
+            marker=f"HOME={self.workdir / 'home'}",
             call_timeout=self.call_timeout,
             start_timeout=self.start_timeout,
             stderr_path=self.workdir / "chrome-devtools-mcp.stderr.log",

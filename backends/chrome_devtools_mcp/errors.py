@@ -1,4 +1,4 @@
-"""Classify what chrome-devtools-mcp 1.11.0 reports into the four `BackendError` kinds.
+"""Classify what chrome-devtools-mcp 1.11.0 reports into the `BackendError` kinds.
 
 The upstream reports most failures as an error result (`isError: true`, the thrown message as text). Two kinds
 of failure it reports as *success*, and the adapter turns them into errors (`navigation_failure`):
@@ -42,6 +42,9 @@ ELEMENT = re.compile(
     r"|not an HTMLElement",
     re.IGNORECASE,
 )
+DIALOG = re.compile(r"A dialog is open", re.IGNORECASE)
+"""A JavaScript dialog is open: the upstream refuses to snapshot until it is handled, which only the user may do
+(handle_dialog is not allowlisted)."""
 TIMEOUT = re.compile(
     r"Navigation timeout of \d+ ms exceeded|Timeout \d+ms exceeded|timed out|TimeoutError", re.IGNORECASE
 )
@@ -52,6 +55,8 @@ def classify(text: str) -> str:
     """The BackendError kind for an upstream error text."""
     if TARGET_LOST.search(text):
         return "target_lost"
+    if DIALOG.search(text):
+        return "dialog"
     if ELEMENT.search(text):
         return "element"
     if TIMEOUT.search(text):

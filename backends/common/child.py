@@ -44,7 +44,10 @@ class ToolRefused(BackendError):
 
 
 def _child_pid(marker: str) -> int | None:
-    """The pid of our own child whose command line contains `marker` (read from /proc; None if not found)."""
+    """The pid of our own child with the environment entry `marker` (read from /proc; None if not found).
+
+    The environment, not the command line: an upstream may rename itself (chrome-devtools-mcp sets
+    `process.title`, which rewrites its command line), while the environment it was exec'd with stays."""
     me = os.getpid()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -52,7 +55,7 @@ def _child_pid(marker: str) -> int | None:
         try:
             stat = (entry / "stat").read_text()
             ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-            if ppid == me and marker in (entry / "cmdline").read_bytes().decode("utf-8", "replace"):
+            if ppid == me and marker in (entry / "environ").read_bytes().decode("utf-8", "replace").split("\0"):
                 return int(entry.name)
         except (OSError, ValueError, IndexError):
             continue
@@ -127,22 +130,26 @@ class UpstreamClient:
         assert self._ready is not None
         try:
             with self.stderr_path.open("w", encoding="utf-8") as errlog:
-                async with stdio_client(self.params, errlog=errlog) as (read, write):
+                async with (
+                    stdio_client(self.params, errlog=errlog) as (read, write),
+                    ClientSession(read, write) as session,
+                ):
+                    await session.initialize()
+                    # Only now: right after the spawn the child may not have exec'd yet, and its environment
+                    # would still be ours (the marker not in it). An answered initialize proves the exec.
                     self.pid = _child_pid(self.marker)
-                    async with ClientSession(read, write) as session:
-                        await session.initialize()
-                        names: set[str] = set()
-                        cursor: str | None = None
-                        while True:  # tools/list, following pages if the upstream ever paginates
-                            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                            listing = await session.list_tools(params=params)
-                            names.update(tool.name for tool in listing.tools)
-                            cursor = listing.next_cursor
-                            if not cursor:
-                                break
-                        self._session = session
-                        self._ready.set_result(frozenset(names))
-                        await self._closing.wait()
+                    names: set[str] = set()
+                    cursor: str | None = None
+                    while True:  # tools/list, following pages if the upstream ever paginates
+                        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                        listing = await session.list_tools(params=params)
+                        names.update(tool.name for tool in listing.tools)
+                        cursor = listing.next_cursor
+                        if not cursor:
+                            break
+                    self._session = session
+                    self._ready.set_result(frozenset(names))
+                    await self._closing.wait()
         except Exception as exc:  # reported through start(), or (after start) through failing calls
             self.failure = exc
             if not self._ready.done():

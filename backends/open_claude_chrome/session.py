@@ -182,7 +182,7 @@ class PageSession:
     def check_dialog(self) -> None:
         if self.dialog is not None:
             raise BackendError(
-                "upstream", f"a JavaScript dialog is open ({self.dialog}); the runtime never answers one: the user must"
+                "dialog", f"a JavaScript dialog is open ({self.dialog}); the runtime never answers one: the user must"
             )
 
     async def _browser(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:

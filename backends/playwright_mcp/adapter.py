@@ -139,7 +139,7 @@ class PlaywrightMCPBackend:
             args,
             cwd=self.workdir,
             env=env,
-            marker=str(self.workdir / "output"),
+            marker=f"HOME={self.workdir / 'home'}",
             call_timeout=self.call_timeout,
             start_timeout=self.start_timeout,
             stderr_path=self.workdir / "playwright-mcp.stderr.log",

@@ -1,4 +1,4 @@
-"""Classify what @playwright/mcp reports into the four `BackendError` kinds.
+"""Classify what @playwright/mcp reports into the `BackendError` kinds.
 
 The upstream reports failures as text (`### Error` + the Playwright message, `isError: true`). The runtime never
 shows that text as a reason; it only needs the kind. Order matters: a lost page explains everything after it, and
@@ -35,6 +35,9 @@ ELEMENT = re.compile(
     r"|not an? (?:<input>|<select>|<textarea>|editable|HTMLSelectElement)",
     re.IGNORECASE,
 )
+DIALOG = re.compile(r"does not handle the modal state|Modal state", re.IGNORECASE)
+"""A JavaScript dialog or file chooser is open: the upstream refuses every other tool until it is handled, which
+only the user may do (browser_handle_dialog and browser_file_upload are not allowlisted)."""
 TIMEOUT = re.compile(r"Timeout \d+ms exceeded|timed out|TimeoutError", re.IGNORECASE)
 # A Playwright action that timed out while waiting for the element to become actionable.
 ACTIONABILITY = re.compile(
@@ -50,6 +53,8 @@ def classify(text: str) -> str:
     """The BackendError kind for an upstream error text."""
     if TARGET_LOST.search(text):
         return "target_lost"
+    if DIALOG.search(text):
+        return "dialog"
     if TIMEOUT.search(text):
         return "element" if ACTIONABILITY.search(text) else "timeout"
     if ELEMENT.search(text):

@@ -248,7 +248,7 @@ async def test_a_javascript_dialog_is_never_answered_and_blocks_the_next_observa
 
     with pytest.raises(BackendError) as blocked:
         await cdm.snapshot()
-    assert blocked.value.kind == "upstream"
+    assert blocked.value.kind == "dialog"
     assert "dialog is open (confirm: Pay" in str(blocked.value)
     assert fixture_server.ledger.writes() == []  # nobody said OK
 
@@ -497,7 +497,7 @@ def test_every_canonical_action_maps_to_exactly_one_allowlisted_tool(tmp_path: P
 
 
 @pytest.mark.req("adapter:error-kinds")
-def test_upstream_error_texts_map_to_the_four_kinds() -> None:
+def test_upstream_error_texts_map_to_their_kinds() -> None:
     assert classify("No page found") == "target_lost"
     assert classify("The selected page has been closed. Call list_pages to see open pages.") == "target_lost"
     assert classify("Failed to interact with the element with uid 1_3. Protocol error: Target closed") == "target_lost"
@@ -513,7 +513,7 @@ def test_upstream_error_texts_map_to_the_four_kinds() -> None:
     assert classify('Failed to interact with the element with uid 1_24. Could not find option with text "jp"') == (
         "element"
     )
-    assert classify("A dialog is open (confirm: Pay now?).") == "upstream"
+    assert classify("A dialog is open (confirm: Pay now?).") == "dialog"
     hidden = navigation_failure(
         "Unable to navigate in the selected page: Navigation timeout of 1000 ms exceeded.\n## Pages\n1: ..."
     )

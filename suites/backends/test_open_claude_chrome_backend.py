@@ -689,7 +689,7 @@ async def test_a_javascript_dialog_is_never_answered_and_blocks_the_next_observa
     for call in (occ.snapshot(), occ.screenshot(), occ.act(Action(type="click", ref=pay.ref), pay)):
         with pytest.raises(BackendError) as blocked:
             await call
-        assert blocked.value.kind == "upstream"
+        assert blocked.value.kind == "dialog"
         assert "dialog is open (confirm: Pay" in str(blocked.value)
     assert tap.by_target(label="backend") == {}  # refused at the adapter: nothing was sent, nothing answered it
     assert fixture_server.ledger.writes() == []  # nobody said OK

@@ -202,7 +202,7 @@ async def test_a_javascript_dialog_is_never_answered_and_blocks_the_next_observa
 
     with pytest.raises(BackendError) as blocked:  # the snapshot tool refuses while a modal is open
         await pw.snapshot()
-    assert blocked.value.kind == "upstream"
+    assert blocked.value.kind == "dialog"
     assert "modal state" in str(blocked.value)
     assert fixture_server.ledger.writes() == []  # nobody said OK (browser_handle_dialog is not allowlisted)
 
@@ -367,7 +367,7 @@ def test_every_canonical_action_maps_to_exactly_one_allowlisted_tool(tmp_path: P
 
 
 @pytest.mark.req("adapter:error-kinds")
-def test_upstream_error_texts_map_to_the_four_kinds() -> None:
+def test_upstream_error_texts_map_to_their_kinds() -> None:
     assert classify("### Error\nError: browserBackend.callTool: Target page, context or browser has been closed") == (
         "target_lost"
     )
@@ -393,6 +393,7 @@ def test_upstream_error_texts_map_to_the_four_kinds() -> None:
         )
         == "timeout"
     )
+    assert classify('Error: Tool "browser_snapshot" does not handle the modal state.') == "dialog"
     assert classify("Error: net::ERR_UNSAFE_PORT at http://127.0.0.1:1/") == "upstream"
 
 

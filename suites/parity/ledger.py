@@ -192,6 +192,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "spec 成本与功能边界: needs_user",
         "payment and deletion are the user's: needs_user, 0 writes",
     ),
+    _req(
+        "policy:dialog",
+        "spec 成本与功能边界: needs_user",
+        "a JS dialog an action opens is the user's: needs_user, 0 writes until they answer, usable after",
+    ),
     _req("policy:reading-allowed", "DESIGN §3.4", "reading a sign-in page is still allowed"),
     _req(
         "injection:no-effect",
@@ -367,7 +372,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req("adapter:allowlist", BACKENDS_SPEC, "no tool outside the allowlist is ever called"),
     _req("adapter:one-upstream-call", BACKENDS_SPEC, "every canonical Action maps to exactly one upstream call"),
-    _req("adapter:error-kinds", BACKENDS_SPEC, "upstream error texts map to the four error kinds"),
+    _req(
+        "adapter:error-kinds",
+        BACKENDS_SPEC,
+        "upstream error texts map to the error kinds (lost, timeout, element, dialog, other)",
+    ),
     _req("adapter:parser", BACKENDS_SPEC, "the snapshot parser reads captured answers exactly"),
     # -- the lab and pure rules ----------------------------------------------------------------------------------
     _req("lab:browser", "DESIGN §5", "Chromium launches and closes cleanly, or says in one line why not"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fixtures_sites.server import FixtureServer
+from lab.cdp import CDPClient
 from suites.conftest import Agent, ref_of
 from suites.proofs import assert_no_writes
 
@@ -43,6 +44,56 @@ async def test_a_payment_or_deletion_is_the_users_to_confirm(
     seen = await agent.observe(page="left")
     assert_handed_over(await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", button)))
     assert_no_writes(fixture_server)
+
+
+@pytest.mark.req("policy:dialog", "reason:needs_user")
+async def test_a_dialog_an_action_opens_is_left_to_the_user_and_the_page_is_usable_once_they_answer(
+    single, agent: Agent, fixture_server: FixtureServer, hands: CDPClient
+) -> None:
+    desk = await single("/sensitive/")
+    # The user's own view of the page (the lab's connection, never counted): it sees the dialog and answers it.
+    user = (await hands.send("Target.attachToTarget", {"targetId": desk.labs["A"].target_id, "flatten": True}))[
+        "sessionId"
+    ]
+    await hands.send("Page.enable", session_id=user)
+    dialog = hands.wait_for_event("Page.javascriptDialogOpening", session_id=user)  # registered before acting
+    seen = await agent.observe(page="left")
+
+    acted = await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", "Email me these invoices"))
+    assert "Email 2 invoices" in (await dialog)["message"]
+    assert_handed_over(acted)
+    assert "dialog" in acted.message
+    # While it is open, the session's observe and verify say so at once (the Page's renderer would answer nothing).
+    for blocked in (
+        await agent.call(command="observe", computer_session_id=seen.computer_session_id),
+        await agent.verify(seen, type="text_present", text="Billing"),
+    ):
+        assert_handed_over(blocked)
+        assert "dialog" in blocked.message
+    assert_no_writes(fixture_server)  # nobody said OK
+
+    sent = fixture_server.wait_for_request("/sensitive/invoices")  # registered before the user answers
+    await hands.send("Page.handleJavaScriptDialog", {"accept": True}, session_id=user)
+    await sent
+    assert len(fixture_server.ledger.writes("/sensitive/invoices")) == 1
+    again = await agent.observe(page="left")
+    assert again.status == "ok", again
+    assert "We emailed 2 invoices" in (again.observation or "")
+
+
+@pytest.mark.negative_control
+@pytest.mark.sabotage("answer_dialogs")
+@pytest.mark.req("policy:dialog")
+async def test_the_no_write_check_catches_a_runtime_that_answers_the_dialog_itself(
+    single, agent: Agent, fixture_server: FixtureServer
+) -> None:
+    await single("/sensitive/")
+    seen = await agent.observe(page="left")
+    sent = fixture_server.wait_for_request("/sensitive/invoices")  # registered before acting
+    await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", "Email me these invoices"))
+    await sent
+    with pytest.raises(AssertionError, match="real writes"):
+        assert_no_writes(fixture_server)
 
 
 @pytest.mark.req("policy:reading-allowed")
