@@ -13,9 +13,24 @@ from pathlib import Path
 COSTS = Path("reports/costs")
 
 
+BUDGETS = {"budget_ratio": "ratio", "budget_per_element": "tokens_per_element", "budget": "tokens"}
+"""budget key -> the figure it bounds, as the suites record them."""
+
+
+def over_budget(figures: dict[str, object]) -> list[str]:
+    """The figures above their budget (a reviewer's first question; the suites report these, never assert them)."""
+    over = []
+    for budget_key, figure_key in BUDGETS.items():
+        budget, figure = figures.get(budget_key), figures.get(figure_key)
+        if isinstance(budget, int | float) and isinstance(figure, int | float) and figure > budget:
+            over.append(f"{figure_key} {figure} > {budget}")
+    return over
+
+
 def _line(name: str, figures: dict[str, object]) -> str:
     shown = ", ".join(f"{key}={value}" for key, value in figures.items())
-    return f"  {name:<34} {shown}"
+    over = over_budget(figures)
+    return f"  {name:<38} {shown}" + (f"   OVER BUDGET: {'; '.join(over)}" if over else "")
 
 
 def main() -> int:

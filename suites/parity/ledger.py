@@ -380,6 +380,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req("adapter:parser", BACKENDS_SPEC, "the snapshot parser reads captured answers exactly"),
     # -- the lab and pure rules ----------------------------------------------------------------------------------
     _req("lab:browser", "DESIGN §5", "Chromium launches and closes cleanly, or says in one line why not"),
+    _req("lab:costs", "DESIGN §7 (cost benchmarks)", "the cost summary flags every figure above its budget"),
     _req("lab:fixture-server", "DESIGN §5", "stall routes, bounded waits, reset"),
     _req("lab:ledger", "DESIGN §5", "one real write is one ledger row, read once, per test"),
     _req("lab:scenarios", "DESIGN §5", "every scenario's routes, writes and attacker endpoint behave as declared"),
