@@ -56,11 +56,11 @@ from typing import Any
 
 import mcp_types as types
 
-from backends.chrome_devtools_mcp.client import ALLOWLIST, LABEL, UpstreamClient
+from backends.chrome_devtools_mcp.client import UpstreamClient
 from backends.chrome_devtools_mcp.errors import navigation_failure, upstream_error
 from backends.chrome_devtools_mcp.snapshot import UID, SnapshotFormatError, parse_snapshot
+from backends.common.child_backend import ChildBackend
 from backends.common.normalize import CHECKABLE_ROLES
-from backends.common.watch import TargetWatcher, start_watcher
 from runtime.backend import BackendConfig, BackendError, Element, Snapshot
 from runtime.models import Action
 
@@ -78,8 +78,11 @@ ENV = {
 }
 
 
-class ChromeDevToolsMCPBackend:
+class ChromeDevToolsMCPBackend(ChildBackend):
     name = "chrome_devtools_mcp"
+    EXECUTABLE = EXECUTABLE
+    CLIENT = UpstreamClient
+    PRIVATE_DIRS = ("home", "tmp", "cache", "config", "data", "run", "files")
 
     def __init__(
         self,
@@ -92,15 +95,8 @@ class ChromeDevToolsMCPBackend:
     ) -> None:
         """`navigation_timeout` bounds the upstream's `goto` (which waits for `load`); its post-action wait may take
         as long again plus 3 s, so 2 x 12 + 3 = 27 s keeps the upstream's own answer inside `call_timeout`."""
-        self.config = config
-        self.call_timeout = call_timeout
+        super().__init__(config, call_timeout=call_timeout, start_timeout=start_timeout, watch_target=watch_target)
         self.navigation_timeout = navigation_timeout
-        self.start_timeout = start_timeout
-        self.watch_target = watch_target
-        self.workdir = Path(config.workdir).resolve()
-        self.client: UpstreamClient | None = None
-        self.watcher: TargetWatcher | None = None
-        self._lost: str | None = None  # sticky: once the bound page is gone, nothing more goes upstream
 
     # -- process -------------------------------------------------------------------------------------------------
 
@@ -138,56 +134,7 @@ class ChromeDevToolsMCPBackend:
         }
         return Path(self.config.node_bin) / EXECUTABLE, args, env
 
-    @property
-    def pid(self) -> int | None:
-        return self.client.pid if self.client is not None else None
-
-    async def start(self) -> None:
-        if self.client is not None:
-            raise RuntimeError("backend already started")
-        if not os.access(Path(self.config.node_bin) / EXECUTABLE, os.X_OK):
-            raise BackendError("upstream", f"{EXECUTABLE} is not installed in {self.config.node_bin} (npm ci)")
-        executable, args, env = self.command()
-        self.client = UpstreamClient(
-            executable,
-            args,
-            cwd=self.workdir,
-            env=env,
-            marker=f"HOME={self.workdir / 'home'}",
-            call_timeout=self.call_timeout,
-            start_timeout=self.start_timeout,
-            stderr_path=self.workdir / "chrome-devtools-mcp.stderr.log",
-        )
-        try:  # a cancelled or failed start leaves nothing running
-            for sub in ("home", "tmp", "cache", "config", "data", "run", "files"):
-                (self.workdir / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
-            if self.watch_target:
-                self.watcher = await start_watcher(self.config.cdp_endpoint, LABEL)
-            tools = await self.client.start()
-            missing = sorted(ALLOWLIST - tools)
-            if missing:
-                raise BackendError("upstream", f"{LABEL} lacks allowlisted tools: {', '.join(missing)}")
-        except BaseException:
-            await self.close()
-            raise
-
-    async def close(self) -> None:
-        client, self.client = self.client, None
-        watcher, self.watcher = self.watcher, None
-        try:
-            if client is not None:
-                await client.close()
-        finally:
-            if watcher is not None:
-                await watcher.close()
-
     # -- calls ---------------------------------------------------------------------------------------------------
-
-    def _check_target(self) -> None:
-        if self._lost is None and self.watcher is not None and self.watcher.lost is not None:
-            self._lost = self.watcher.lost
-        if self._lost is not None:
-            raise BackendError("target_lost", self._lost)
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if self.client is None:

@@ -38,8 +38,8 @@ from typing import Any
 
 import mcp_types as types
 
-from backends.common.watch import TargetWatcher, start_watcher
-from backends.playwright_mcp.client import ALLOWLIST, UpstreamClient
+from backends.common.child_backend import ChildBackend
+from backends.playwright_mcp.client import UpstreamClient
 from backends.playwright_mcp.errors import upstream_error
 from backends.playwright_mcp.snapshot import REF, SnapshotFormatError, parse_snapshot_answer
 from runtime.backend import BackendConfig, BackendError, Element, Snapshot
@@ -53,8 +53,11 @@ WHEEL = {"up": (0, -SCROLL_STEP), "down": (0, SCROLL_STEP), "left": (-SCROLL_STE
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-class PlaywrightMCPBackend:
+class PlaywrightMCPBackend(ChildBackend):
     name = "playwright_mcp"
+    EXECUTABLE = EXECUTABLE
+    CLIENT = UpstreamClient
+    PRIVATE_DIRS = ("home", "tmp", "cache", "config", "data", "output")
 
     def __init__(
         self,
@@ -66,16 +69,9 @@ class PlaywrightMCPBackend:
         start_timeout: float = 30.0,
         watch_target: bool = True,
     ) -> None:
-        self.config = config
-        self.call_timeout = call_timeout
+        super().__init__(config, call_timeout=call_timeout, start_timeout=start_timeout, watch_target=watch_target)
         self.action_timeout = action_timeout
         self.navigation_timeout = navigation_timeout
-        self.start_timeout = start_timeout
-        self.watch_target = watch_target
-        self.workdir = Path(config.workdir).resolve()
-        self.client: UpstreamClient | None = None
-        self.watcher: TargetWatcher | None = None
-        self._lost: str | None = None  # sticky: once the bound page is gone, nothing more goes upstream
         self._sockets_dir: Path | None = None
         self._own_sockets_dir = False  # created outside the workdir (it was too deep for a socket path)
 
@@ -113,71 +109,26 @@ class PlaywrightMCPBackend:
             "XDG_CACHE_HOME": str(wd / "cache"),  # its registry file (ms-playwright/b/)
             "XDG_CONFIG_HOME": str(wd / "config"),
             "XDG_DATA_HOME": str(wd / "data"),
-            # Its unix socket (`browser/*.sock`); $TMPDIR/pw-<hash> unless set. Must stay short (see start()).
+            # Its unix socket (`browser/*.sock`); $TMPDIR/pw-<hash> unless set. Must stay short (see _prepare()).
             "PWTEST_SOCKETS_DIR": str(self._sockets_dir or wd / "s"),
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1",
         }
         return Path(self.config.node_bin) / EXECUTABLE, args, env
 
-    @property
-    def pid(self) -> int | None:
-        return self.client.pid if self.client is not None else None
-
-    async def start(self) -> None:
-        if self.client is not None:
-            raise RuntimeError("backend already started")
-        if not os.access(Path(self.config.node_bin) / EXECUTABLE, os.X_OK):
-            raise BackendError("upstream", f"{EXECUTABLE} is not installed in {self.config.node_bin} (npm ci)")
+    def _prepare(self) -> None:
         self._sockets_dir = self.workdir / "s"
         if len(os.fsencode(self._sockets_dir)) > SOCKETS_DIR_MAX:  # a deep workdir: a short private dir instead
             self._sockets_dir = Path(tempfile.mkdtemp(prefix="cu-pw-"))
             self._own_sockets_dir = True
-        executable, args, env = self.command()
-        self.client = UpstreamClient(
-            executable,
-            args,
-            cwd=self.workdir,
-            env=env,
-            marker=f"HOME={self.workdir / 'home'}",
-            call_timeout=self.call_timeout,
-            start_timeout=self.start_timeout,
-            stderr_path=self.workdir / "playwright-mcp.stderr.log",
-        )
-        try:  # a cancelled or failed start leaves nothing running
-            for sub in ("home", "tmp", "cache", "config", "data", "output"):
-                (self.workdir / sub).mkdir(parents=True, exist_ok=True)
-            self._sockets_dir.mkdir(mode=0o700, exist_ok=True)
-            if self.watch_target:
-                self.watcher = await start_watcher(self.config.cdp_endpoint, EXECUTABLE)
-            tools = await self.client.start()
-            missing = sorted(ALLOWLIST - tools)
-            if missing:
-                raise BackendError("upstream", f"playwright-mcp lacks allowlisted tools: {', '.join(missing)}")
-        except BaseException:
-            await self.close()
-            raise
+        self._sockets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
-    async def close(self) -> None:
-        client, self.client = self.client, None
-        watcher, self.watcher = self.watcher, None
-        try:
-            if client is not None:
-                await client.close()
-        finally:
-            if watcher is not None:
-                await watcher.close()
-            if self._own_sockets_dir and self._sockets_dir is not None:
-                shutil.rmtree(self._sockets_dir, ignore_errors=True)
-                self._own_sockets_dir = False
+    def _cleanup(self) -> None:
+        if self._own_sockets_dir and self._sockets_dir is not None:
+            shutil.rmtree(self._sockets_dir, ignore_errors=True)
+            self._own_sockets_dir = False
 
     # -- calls ---------------------------------------------------------------------------------------------------
-
-    def _check_target(self) -> None:
-        if self._lost is None and self.watcher is not None and self.watcher.lost is not None:
-            self._lost = self.watcher.lost
-        if self._lost is not None:
-            raise BackendError("target_lost", self._lost)
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if self.client is None:
