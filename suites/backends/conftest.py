@@ -11,6 +11,7 @@ focus emulation, which would otherwise reach the page.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -111,17 +112,17 @@ MakeCDM = Callable[..., Awaitable[ChromeDevToolsMCPBackend]]
 
 
 @pytest.fixture
-async def make_cdm(tap: CDPTap, tmp_path: Path, bound_page: LabPage) -> AsyncIterator[MakeCDM]:
-    """`await make_cdm(**options)`: a started ChromeDevToolsMCPBackend behind a scoped gateway bound to
-    `bound_page`, on the tap (label "backend"); closed after, gateway last."""
-    started: list[tuple[ChromeDevToolsMCPBackend, ScopedGateway]] = []
+async def behind_gateway(tap: CDPTap, tmp_path: Path, bound_page: LabPage) -> AsyncIterator[Callable[..., Any]]:
+    """`await behind_gateway(BackendClass, **options)`: a started backend behind the runtime's scoped gateway bound
+    to `bound_page`, on the tap (label "backend"), in a workdir of its own; each closed after, its gateway last."""
+    started: list[tuple[Any, ScopedGateway]] = []
 
-    async def make(**options: Any) -> ChromeDevToolsMCPBackend:
-        workdir = tmp_path / f"cdm-{len(started)}"
+    async def make(backend_class: Callable[..., Any], **options: Any) -> Any:
+        workdir = tmp_path / f"backend-{len(started)}"
         workdir.mkdir()
         gateway = ScopedGateway(await tap.endpoint("backend"), bound_page.target_id)
         endpoint = await gateway.start()
-        backend = ChromeDevToolsMCPBackend(BackendConfig(cdp_endpoint=endpoint, workdir=workdir), **options)
+        backend = backend_class(BackendConfig(cdp_endpoint=endpoint, workdir=workdir), **options)
         started.append((backend, gateway))
         await backend.start()
         return backend
@@ -132,6 +133,12 @@ async def make_cdm(tap: CDPTap, tmp_path: Path, bound_page: LabPage) -> AsyncIte
             await backend.close()
         finally:
             await gateway.close()
+
+
+@pytest.fixture
+def make_cdm(behind_gateway: Callable[..., Any]) -> MakeCDM:
+    """`await make_cdm(**options)`: a started ChromeDevToolsMCPBackend behind the gateway (see `behind_gateway`)."""
+    return functools.partial(behind_gateway, ChromeDevToolsMCPBackend)
 
 
 @pytest.fixture

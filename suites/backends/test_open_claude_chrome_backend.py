@@ -9,12 +9,13 @@ never counted). Unit tests at the end need no browser: the action mapping, key p
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import struct
 import zlib
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,6 @@ from lab.tap import BROWSER, CDPTap
 from lab.tokens import count_text, image_size
 from lab.workspace import LabPage, Workspace
 from runtime.backend import BackendConfig, BackendError, Element
-from runtime.gateway import ScopedGateway
 from runtime.models import Action
 from runtime.observation import render
 from suites.backends.conftest import cancel_a_held_navigation_then_navigate_again
@@ -47,27 +47,9 @@ pytestmark = pytest.mark.req(backend="open_claude_chrome")
 
 
 @pytest.fixture
-async def make_occ(tap: CDPTap, tmp_path: Path, bound_page: LabPage) -> AsyncIterator[MakeOCC]:
-    """`await make_occ(**options)`: a started backend behind a scoped gateway bound to `bound_page`, on the tap
-    (label "backend"); closed after, gateway last."""
-    started: list[tuple[OpenClaudeChromeBackend, ScopedGateway]] = []
-
-    async def make(**options: Any) -> OpenClaudeChromeBackend:
-        workdir = tmp_path / f"occ-{len(started)}"
-        workdir.mkdir()
-        gateway = ScopedGateway(await tap.endpoint("backend"), bound_page.target_id)
-        endpoint = await gateway.start()
-        backend = OpenClaudeChromeBackend(BackendConfig(cdp_endpoint=endpoint, workdir=workdir), **options)
-        started.append((backend, gateway))
-        await backend.start()
-        return backend
-
-    yield make
-    for backend, gateway in started:
-        try:
-            await backend.close()
-        finally:
-            await gateway.close()
+def make_occ(behind_gateway: Callable[..., Any]) -> MakeOCC:
+    """`await make_occ(**options)`: a started backend behind the scoped gateway (see `behind_gateway`)."""
+    return functools.partial(behind_gateway, OpenClaudeChromeBackend)
 
 
 @pytest.fixture
