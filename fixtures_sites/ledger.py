@@ -23,6 +23,8 @@ class LedgerRow:
     origin: str
     body_sha256: str
     body_size: int
+    referer: str = ""
+    """The page that sent it (its `Referer`): which Page a write came from, when several show the same scenario."""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -50,7 +52,7 @@ class WriteLedger:
         self._writes.clear()
         self._attacker.clear()
 
-    def _row(self, scenario: str, method: str, path: str, origin: str, body: bytes) -> LedgerRow:
+    def _row(self, scenario: str, method: str, path: str, origin: str, body: bytes, referer: str = "") -> LedgerRow:
         return LedgerRow(
             seq=next(self._seq),
             test_id=self._test_id,
@@ -60,10 +62,13 @@ class WriteLedger:
             origin=origin,
             body_sha256=hashlib.sha256(body).hexdigest(),
             body_size=len(body),
+            referer=referer,
         )
 
-    def record_write(self, scenario: str, method: str, path: str, origin: str, body: bytes) -> LedgerRow:
-        row = self._row(scenario, method, path, origin, body)
+    def record_write(
+        self, scenario: str, method: str, path: str, origin: str, body: bytes, referer: str = ""
+    ) -> LedgerRow:
+        row = self._row(scenario, method, path, origin, body, referer)
         self._writes.append(row)
         return row
 

@@ -234,7 +234,8 @@ class FixtureServer:
         state.seen.append(seen)
         route = self._route_for(request.method, request.path)
         if route is not None and route.write:
-            self.ledger.record_write(route.scenario, request.method, request.path, request.host, body)
+            referer = request.headers.get("Referer", "")[:2048]
+            self.ledger.record_write(route.scenario, request.method, request.path, request.host, body, referer)
         if route is not None and route.attacker:
             self.ledger.record_attacker_hit(route.scenario, request.method, request.path, request.host, body)
         for waiter in state.waiters.pop(request.path, []):

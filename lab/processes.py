@@ -56,3 +56,37 @@ def children_running(parent: int, needle: str) -> list[Proc]:
 def alive_in_group(pgid: int) -> list[Proc]:
     """Processes of group `pgid` that are not zombies."""
     return [p for p in processes() if p.pgid == pgid and p.state not in ("Z", "X")]
+
+
+def open_fds(pid: int) -> int:
+    """How many file descriptors the process has open (sockets, pipes, files)."""
+    try:
+        return sum(1 for _ in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return 0
+
+
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports the process listens on (IPv4 and IPv6), from its socket inodes and /proc/net/tcp*."""
+    inodes = set()
+    try:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                link = str(fd.readlink())
+            except OSError:
+                continue  # closed while we looked
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    except OSError:
+        return set()
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A" and fields[9] in inodes:  # 0A: TCP_LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports

@@ -43,12 +43,17 @@ class Runtime:
         backends: Mapping[str, BackendFactory] | None = None,
         settings: Settings | None = None,
         sabotage: frozenset[str] = frozenset(),
+        store: ContextStore | None = None,
     ) -> Runtime:
-        """Connect to a browser's CDP endpoint (`http://host:port`) and assemble the runtime around it."""
+        """Connect to a browser's CDP endpoint (`http://host:port`) and assemble the runtime around it.
+
+        `store` is the hosts' shared context store: pass one to set the token lifetime (or the clock) it mints
+        and verifies with; by default tokens live `runtime.capability.token.TOKEN_LIFETIME` seconds.
+        """
         cdp = await CDPConnection.connect(cdp_endpoint)
         registry = PageRegistry(cdp)
         await registry.start()
-        store = ContextStore()
+        store = store if store is not None else ContextStore()
 
         async def preview(page: Page) -> str:
             return await read_preview(cdp, page.cdp_target_id)
@@ -63,6 +68,11 @@ class Runtime:
             sabotage,
         )
         return cls(cdp, registry, Host(registry, store, preview), service, build_server(service))
+
+    def new_host(self) -> Host:
+        """Another host on this runtime (a second chat or app on the same browser), with turns of its own: its
+        turns never stale another host's tokens, nor theirs its own."""
+        return Host(self.registry, self.host.store, self.host.read_preview)
 
     async def close(self) -> None:
         await self.service.close()

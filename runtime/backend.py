@@ -5,6 +5,7 @@ frames, verification) is the runtime's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -36,12 +37,24 @@ class Snapshot:
     upstream_chars: int = 0  # size of what the upstream returned, for cost benchmarks
 
 
+def _alive() -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class BackendConfig:
-    """What a backend is given: a CDP endpoint that shows it exactly the bound Page, and a private folder."""
+    """What a backend is given: a CDP endpoint that shows it exactly the bound Page, a private folder, and the
+    runtime's word on whether that Page is still there.
+
+    `target_state()` is None while the bound Page lives and says why once it is gone (closed, crashed, replaced,
+    the browser lost). The scoped gateway owns that state (it sees every event of the target); a backend asks it
+    before and after each upstream call instead of watching the target on a connection of its own, because an
+    upstream does not reliably say "your page is gone" (it may answer from a new blank page instead).
+    """
 
     cdp_endpoint: str
     workdir: Path
+    target_state: Callable[[], str | None] = _alive
     node_bin: Path = field(default=Path(__file__).resolve().parent.parent / "backends" / "node_modules" / ".bin")
 
 

@@ -33,12 +33,14 @@ class CDPConnection:
 
     @classmethod
     async def connect(cls, endpoint: str, timeout: float = 10.0) -> CDPConnection:
-        """Connect to a CDP endpoint given as `http://host:port` (browser endpoint discovered) or `ws://…`."""
+        """Connect to a CDP endpoint given as `http://host:port[/path]` (browser endpoint discovered at
+        `<endpoint>/json/version`, so a scoped gateway's secret path prefix is kept) or `ws://…`."""
         http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
         try:
             url = endpoint
             if endpoint.startswith("http"):
                 async with http.get(endpoint.rstrip("/") + "/json/version") as response:
+                    response.raise_for_status()  # a refused discovery is an error, not a missing key
                     url = (await response.json(content_type=None))["webSocketDebuggerUrl"]
             ws = await http.ws_connect(url, max_msg_size=0)
         except BaseException:

@@ -3,6 +3,9 @@
 It connects to a browser's CDP endpoint (`--cdp-endpoint http://127.0.0.1:9222`) or launches a private
 Chromium (`--launch`). Only a host that shares this runtime's context store can mint tokens, so a bare server
 answers every call with `invalid_capability` — by design, a third-party client alone cannot act.
+
+Over HTTP on anything but loopback it also needs `--allow-remote` and a bearer token (see `runtime.mcp.http`);
+with a token configured, every request without `Authorization: Bearer <token>` gets 401.
 """
 
 from __future__ import annotations
@@ -12,13 +15,15 @@ import asyncio
 import contextlib
 import logging
 import sys
+from pathlib import Path
 
 from runtime.app import Runtime
 from runtime.browser import PrivateChromium
+from runtime.mcp.http import TOKEN_ENV, ExposureRefused, check_exposure, read_token, serve_http
 from runtime.service import Settings
 
 
-async def serve(args: argparse.Namespace) -> None:
+async def serve(args: argparse.Namespace, token: str | None) -> None:
     chromium = await PrivateChromium.launch() if args.launch else None
     endpoint = chromium.endpoint if chromium else args.cdp_endpoint
     runtime = await Runtime.connect(endpoint, settings=Settings(backend=args.backend))
@@ -26,7 +31,7 @@ async def serve(args: argparse.Namespace) -> None:
         if args.transport == "stdio":
             await runtime.server.run_stdio_async()
         else:
-            await runtime.server.run_streamable_http_async(host=args.host, port=args.port)
+            await serve_http(runtime.server, args.host, args.port, token)
     finally:
         await runtime.close()
         if chromium is not None:
@@ -40,14 +45,31 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     run.add_argument("--host", default="127.0.0.1")
     run.add_argument("--port", type=int, default=18100)
+    run.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="http: allow a --host other than 127.0.0.1, localhost or ::1 (also needs a bearer token)",
+    )
+    run.add_argument(
+        "--bearer-token-file",
+        type=Path,
+        help=f"http: require 'Authorization: Bearer <the file's content>' (or set {TOKEN_ENV})",
+    )
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("--cdp-endpoint", help="a browser's CDP endpoint, e.g. http://127.0.0.1:9222")
     source.add_argument("--launch", action="store_true", help="launch a private headless Chromium")
     run.add_argument("--backend", default="playwright_mcp", help="backend for new ComputerSessions")
     args = parser.parse_args(argv)
+    token = None
+    if args.transport == "http":
+        try:
+            token = read_token(args.bearer_token_file)
+            check_exposure(args.host, args.allow_remote, token)
+        except ExposureRefused as exc:
+            run.error(str(exc))  # exits with status 2 before anything starts or listens
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args))
+        asyncio.run(serve(args, token))
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,10 +54,19 @@ class DialogOpen(Exception):
 
 
 class PageProbe:
-    def __init__(self, cdp: CDPConnection, target_id: str, *, watch_dialogs: bool = True) -> None:
+    def __init__(
+        self,
+        cdp: CDPConnection,
+        target_id: str,
+        *,
+        watch_dialogs: bool = True,
+        target_state: Callable[[], str | None] = lambda: None,
+    ) -> None:
         """`watch_dialogs`: enable Page events on the probe's session to learn of dialogs (a session's probe lives
-        as long as the session; a one-off read such as a preview does without)."""
+        as long as the session; a one-off read such as a preview does without). `target_state`: the session
+        gateway's word on the target (None while it lives); a gone target is refused before anything is sent."""
         self._cdp = cdp
+        self._target_state = target_state
         self.target_id = target_id
         self._session: str | None = None
         self._watch_dialogs = watch_dialogs
@@ -64,6 +74,9 @@ class PageProbe:
         """"type: message" of the dialog open on the Page, from the Page events of this probe's session."""
 
     async def _send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        gone = self._target_state()
+        if gone is not None:
+            raise TargetGone(gone)
         try:
             if self._session is None:
                 attached = await self._cdp.send("Target.attachToTarget", {"targetId": self.target_id, "flatten": True})

@@ -91,11 +91,10 @@ class ChromeDevToolsMCPBackend(ChildBackend):
         call_timeout: float = 30.0,
         navigation_timeout: float = 12.0,
         start_timeout: float = 30.0,
-        watch_target: bool = True,
     ) -> None:
         """`navigation_timeout` bounds the upstream's `goto` (which waits for `load`); its post-action wait may take
         as long again plus 3 s, so 2 x 12 + 3 = 27 s keeps the upstream's own answer inside `call_timeout`."""
-        super().__init__(config, call_timeout=call_timeout, start_timeout=start_timeout, watch_target=watch_target)
+        super().__init__(config, call_timeout=call_timeout, start_timeout=start_timeout)
         self.navigation_timeout = navigation_timeout
 
     # -- process -------------------------------------------------------------------------------------------------

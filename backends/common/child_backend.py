@@ -1,10 +1,9 @@
 """What the backends that run an official MCP server as a private stdio child share: the life of that child.
 
-Start: the executable must be installed (`npm ci`), the child gets private directories inside the workdir, a
-target watcher is on the gateway before the child is (so a page closed during start-up is seen), and the child
-must offer every allowlisted tool. A failed or cancelled start leaves nothing running. Close stops the child and
-the watcher, whatever happens to either. Once the bound page is gone (the watcher says so, or an answer did), the
-loss is sticky: nothing more goes upstream.
+Start: the executable must be installed (`npm ci`), the child gets private directories inside the workdir, and the
+child must offer every allowlisted tool. A failed or cancelled start leaves nothing running. Close stops the child,
+whatever happens to it. Once the bound page is gone (the runtime's `config.target_state()` says so, or an answer
+did), the loss is sticky: nothing more goes upstream.
 
 A subclass names its upstream (`EXECUTABLE`, `CLIENT` bound to its allowlist, `PRIVATE_DIRS`), builds its flags
 and environment (`command()`, with a private HOME), and owns its calls.
@@ -18,7 +17,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from backends.common.child import UpstreamClient
-from backends.common.watch import TargetWatcher, start_watcher
 from runtime.backend import BackendConfig, BackendError
 
 
@@ -30,14 +28,12 @@ class ChildBackend:
     PRIVATE_DIRS: ClassVar[tuple[str, ...]]
     """Directories created in the workdir before start (HOME, TMPDIR, XDG_* and the upstream's own)."""
 
-    def __init__(self, config: BackendConfig, *, call_timeout: float, start_timeout: float, watch_target: bool) -> None:
+    def __init__(self, config: BackendConfig, *, call_timeout: float, start_timeout: float) -> None:
         self.config = config
         self.call_timeout = call_timeout
         self.start_timeout = start_timeout
-        self.watch_target = watch_target
         self.workdir = Path(config.workdir).resolve()
         self.client: UpstreamClient | None = None
-        self.watcher: TargetWatcher | None = None
         self._lost: str | None = None  # sticky: once the bound page is gone, nothing more goes upstream
 
     def command(self) -> tuple[Path, list[str], dict[str, str]]:
@@ -73,8 +69,6 @@ class ChildBackend:
         try:  # a cancelled or failed start leaves nothing running
             for sub in self.PRIVATE_DIRS:
                 (self.workdir / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
-            if self.watch_target:
-                self.watcher = await start_watcher(self.config.cdp_endpoint, self.EXECUTABLE)
             missing = sorted(self.client.allowlist - await self.client.start())
             if missing:
                 raise BackendError("upstream", f"{self.EXECUTABLE} lacks allowlisted tools: {', '.join(missing)}")
@@ -84,19 +78,14 @@ class ChildBackend:
 
     async def close(self) -> None:
         client, self.client = self.client, None
-        watcher, self.watcher = self.watcher, None
         try:
             if client is not None:
                 await client.close()
         finally:
-            try:
-                if watcher is not None:
-                    await watcher.close()
-            finally:
-                self._cleanup()
+            self._cleanup()
 
     def _check_target(self) -> None:
-        if self._lost is None and self.watcher is not None and self.watcher.lost is not None:
-            self._lost = self.watcher.lost
+        if self._lost is None:
+            self._lost = self.config.target_state()
         if self._lost is not None:
             raise BackendError("target_lost", self._lost)

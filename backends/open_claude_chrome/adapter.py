@@ -72,7 +72,9 @@ class OpenClaudeChromeBackend:
     async def start(self) -> None:
         if self.session is not None:
             raise RuntimeError("backend already started")
-        session = self.session = PageSession(self.config.cdp_endpoint, call_timeout=self.call_timeout)
+        session = self.session = PageSession(
+            self.config.cdp_endpoint, call_timeout=self.call_timeout, target_state=self.config.target_state
+        )
         try:
             await session.start()
         except BaseException:

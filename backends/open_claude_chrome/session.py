@@ -65,8 +65,18 @@ AUTO_ATTACH = {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": T
 
 
 class PageSession:
-    def __init__(self, endpoint: str, *, call_timeout: float = 15.0, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        call_timeout: float = 15.0,
+        connect_timeout: float = 10.0,
+        target_state: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        """`target_state`: the runtime's word on the bound page (`BackendConfig.target_state`), asked before every
+        call; this session's own events and errors only add what its connection sees first."""
         self.endpoint = endpoint
+        self._target_state = target_state
         self.call_timeout = call_timeout
         self.connect_timeout = connect_timeout
         self.cdp: CDPConnection | None = None
@@ -176,6 +186,8 @@ class PageSession:
     # -- calls -------------------------------------------------------------------------------------------------
 
     def check(self) -> None:
+        if self.lost is None and (why := self._target_state()) is not None:
+            self._set_lost(why)
         if self.lost is not None:
             raise BackendError("target_lost", self.lost)
 

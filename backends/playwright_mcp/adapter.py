@@ -67,9 +67,8 @@ class PlaywrightMCPBackend(ChildBackend):
         action_timeout: float = 5.0,
         navigation_timeout: float = 20.0,
         start_timeout: float = 30.0,
-        watch_target: bool = True,
     ) -> None:
-        super().__init__(config, call_timeout=call_timeout, start_timeout=start_timeout, watch_target=watch_target)
+        super().__init__(config, call_timeout=call_timeout, start_timeout=start_timeout)
         self.action_timeout = action_timeout
         self.navigation_timeout = navigation_timeout
         self._sockets_dir: Path | None = None

@@ -6,15 +6,21 @@ from fixtures_sites.scenarios import (
     catalogue,
     chat,
     dom_form,
+    faults,
     frames,
     home,
     injection,
     login,
     popup,
+    port_scan,
+    race,
     sensitive,
     stall,
 )
 
-MODULES = (home, dom_form, catalogue, canvas, popup, captcha, login, sensitive, injection, frames, stall, chat)
+MODULES = (
+    home, dom_form, catalogue, canvas, popup, captcha, login, sensitive, injection, frames, stall, chat, faults, race,
+    port_scan,
+)
 
 ROUTES = tuple(route for module in MODULES for route in module.ROUTES)

@@ -4,15 +4,20 @@ A turn names the Pages the user authorized. Each provider request (one model cal
 those Pages as the Page Context — handle, relation, title, URL, short preview, revisions — which is exactly
 what `list_pages` returns for tool calls of that request. A new provider request or a new turn makes the
 older ones' tokens stale.
+
+Several hosts may share one runtime (two chats, two apps on one browser). Each `Host` has its own id and its own
+current turn: a new turn of one host stales that host's older tokens and nobody else's.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
-from runtime.capability.token import Claims, new_secret, sign
+from runtime.capability.token import TOKEN_LIFETIME, Claims, new_secret, sign
 from runtime.models.page import Page, PageInfo
 from runtime.registry.registry import PageRegistry
 
@@ -23,6 +28,7 @@ PreviewReader = Callable[[Page], Awaitable[str]]
 class PageContext:
     """The authorized Pages as snapshotted at the start of one provider request."""
 
+    host: str
     turn: str
     provider_request: str
     sequence: int  # this provider request's place in its turn: 1, 2, …
@@ -33,17 +39,45 @@ class PageContext:
 
 @dataclass
 class ContextStore:
-    """Shared by host and runtime: the current turn and the Page Context of each provider request."""
+    """Shared by the hosts and the runtime: each host's current turn and its latest provider request's Page Context.
+
+    Only the current ones are kept: a token of an older turn or provider request is stale whatever its Page Context
+    said, so a new turn drops the host's previous context and a new provider request replaces it. The store holds
+    at most one turn and one Page Context per live host, however many turns, requests and calls go by; a host that
+    is garbage collected takes its entries with it.
+
+    `token_lifetime` (seconds) bounds how long a minted token stays usable; `clock` is what both minting and
+    verification read (monotonic: a wall-clock jump neither expires nor revives tokens; tests inject their own).
+    """
 
     secret: bytes = field(default_factory=new_secret)
-    current_turn: str | None = None
-    current_request: dict[str, str] = field(default_factory=dict)  # turn -> latest provider request
-    contexts: dict[str, PageContext] = field(default_factory=dict)  # provider request -> context
+    token_lifetime: float = TOKEN_LIFETIME
+    clock: Callable[[], float] = time.monotonic
+    turns: dict[str, str] = field(default_factory=dict)  # host id -> its current turn
+    contexts: dict[str, PageContext] = field(default_factory=dict)  # host id -> its current turn's latest context
+    _host_numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
+
+    def add_host(self) -> str:
+        return f"host-{next(self._host_numbers)}"
+
+    def begin_turn(self, host: str, turn: str) -> None:
+        self.turns[host] = turn
+        self.contexts.pop(host, None)
+
+    def begin_request(self, host: str, context: PageContext) -> None:
+        # A snapshot awaits the browser: if the host started another turn meanwhile, this one is already over.
+        if self.turns.get(host) == context.turn:
+            self.contexts[host] = context
+
+    def forget_host(self, host: str) -> None:
+        self.turns.pop(host, None)
+        self.contexts.pop(host, None)
 
 
 class ProviderRequest:
-    def __init__(self, store: ContextStore, context: PageContext) -> None:
-        self._store = store
+    def __init__(self, host: Host, context: PageContext) -> None:
+        self._host = host  # a host lives while anything can still mint for it (see Host)
+        self._store = host.store
         self.context = context
         self._calls = itertools.count(1)
 
@@ -53,11 +87,13 @@ class ProviderRequest:
         claims = Claims(
             token_id=f"{tool_call}:{new_secret().hex()[:16]}",
             connection=connection,
+            host=self.context.host,
             turn=self.context.turn,
             provider_request=self.context.provider_request,
             tool_call=tool_call,
             pages=dict(self.context.revisions),
             access_revision=self.context.access_revision,
+            expires_at=self._store.clock() + self._store.token_lifetime,
         )
         return tool_call, sign(claims, self._store.secret)
 
@@ -82,31 +118,38 @@ class Turn:
                 page.preview = await host.read_preview(page)
                 infos[handle] = registry.info(page)
         sequence = next(self._requests)
-        request_id = f"{self.id}-req-{sequence}"
         context = PageContext(
+            host=host.id,
             turn=self.id,
-            provider_request=request_id,
+            provider_request=f"{self.id}-req-{sequence}",
             sequence=sequence,
             pages=infos,
             revisions={h: registry.get(h).revision for h in self.authorized},
             access_revision=registry.access_revision,
         )
-        host.store.contexts[request_id] = context
-        host.store.current_request[self.id] = request_id
-        return ProviderRequest(host.store, context)
+        host.store.begin_request(host.id, context)
+        return ProviderRequest(host, context)
 
 
 class Host:
+    """One app that owns a chat and its turns. Its id is unique in its store, and so are its turn ids.
+
+    Once nothing refers to a host any more (nor to a turn or provider request of it, which hold it), nothing can
+    mint for it either: its entries leave the store.
+    """
+
     def __init__(self, registry: PageRegistry, store: ContextStore, read_preview: PreviewReader) -> None:
         self.registry = registry
         self.store = store
         self.read_preview = read_preview
+        self.id = store.add_host()
         self._turns = itertools.count(1)
+        weakref.finalize(self, store.forget_host, self.id)
 
     def start_turn(self, authorized: list[str]) -> Turn:
-        """The user authorized these Page handles for this turn; earlier turns' tokens become stale."""
+        """The user authorized these Page handles for this turn; this host's earlier turns' tokens become stale."""
         for handle in authorized:
             self.registry.get(handle)  # unknown handles are a host bug: fail loudly here
-        turn = Turn(self, f"turn-{next(self._turns)}", authorized)
-        self.store.current_turn = turn.id
+        turn = Turn(self, f"{self.id}-turn-{next(self._turns)}", authorized)
+        self.store.begin_turn(self.id, turn.id)
         return turn

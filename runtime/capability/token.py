@@ -1,9 +1,14 @@
 """The one-time `page_context_token`: what lets one tool call act on the Pages the user authorized.
 
 The host (the app that owns the chat and the turn) mints a token per tool call; the runtime verifies it before
-any backend call. A token binds: the MCP connection, the turn, the provider request, the tool call, the
+any backend call. A token binds: the MCP connection, the host, the turn, the provider request, the tool call, the
 revisions of the authorized Pages and the access revision. It travels in the request's `_meta`, outside the
 model's arguments, so a model can neither see nor forge it.
+
+A token also expires: `expires_at` is the minting time on the store's clock plus the store's token lifetime
+(`TOKEN_LIFETIME`, 120 s, unless the host sets another). The host mints right before each call, so a live call
+never comes near it; a token that leaked (a log, a crash dump, a proxy) is worthless soon after, and the runtime
+can forget spent token ids once they have expired instead of keeping them forever.
 
 Format: `base64url(JSON claims) "." base64url(HMAC-SHA256(secret, claims))`. Single use is enforced by the
 runtime's record of spent token ids.
@@ -18,20 +23,25 @@ import json
 import secrets
 from dataclasses import asdict, dataclass
 
+TOKEN_LIFETIME = 120.0
+"""Seconds a token stays usable after it was minted (the default of `ContextStore.token_lifetime`)."""
+
 
 class CapabilityError(Exception):
-    """The token is missing, forged, replayed or bound to something else. Never reaches a backend."""
+    """The token is missing, forged, expired, replayed or bound to something else. Never reaches a backend."""
 
 
 @dataclass(frozen=True)
 class Claims:
     token_id: str
     connection: str  # the MCP connection's nonce (see runtime.capability.verifier)
+    host: str  # the host whose turn this is: each host's turns are independent of every other host's
     turn: str
     provider_request: str
     tool_call: str
     pages: dict[str, int]  # handle -> Page revision when the host snapshotted the Page Context
     access_revision: int
+    expires_at: float  # on the clock of the store that minted it (monotonic seconds by default)
 
 
 def _b64(data: bytes) -> str:

@@ -1,17 +1,21 @@
 """Verifying a tool call's capability before anything touches a backend.
 
-Order matters for the reason code: a token that is missing, forged, replayed, bound to another connection or
-another tool call is `invalid_capability`; a genuine, unused token from an older provider request or turn, or
-whose Pages or access changed since, is `page_context_stale`.
+Order matters for the reason code: a token that is missing, forged, expired, replayed, bound to another connection
+or another tool call is `invalid_capability`; a genuine, unused token from an older provider request or turn of its
+host, or whose Pages or access changed since, is `page_context_stale`.
 """
 
 from __future__ import annotations
 
+import functools
+import heapq
+import weakref
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from typing import Any
 
 from runtime.capability.host import ContextStore, PageContext
-from runtime.capability.token import CapabilityError, open_token
+from runtime.capability.token import CapabilityError, Claims, open_token
 from runtime.registry.registry import PageRegistry, UnknownPage
 
 TOKEN_KEY = "page_context_token"
@@ -22,34 +26,81 @@ class StaleContext(Exception):
     """A genuine token whose Page Context is no longer current."""
 
 
+class ExpiringSet:
+    """Keys that leave on their own once their time has passed: a heap orders the departures."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+        self._departures: list[tuple[float, str]] = []
+
+    def add(self, key: str, until: float) -> None:
+        self._until[key] = until
+        heapq.heappush(self._departures, (until, key))
+
+    def prune(self, now: float) -> None:
+        while self._departures and self._departures[0][0] <= now:
+            until, key = heapq.heappop(self._departures)
+            if self._until.get(key) == until:
+                del self._until[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._until
+
+    def __len__(self) -> int:
+        return len(self._until)
+
+
 class CapabilityVerifier:
+    """Spends tokens and binds connection nonces, keeping only what can still matter.
+
+    - Spent token ids are kept until their token expires, then forgotten. That keeps the replay check sound: an
+      expired token is refused before the replay check is reached, so a forgotten id can never be spent twice.
+    - A connection's binding (nonce ↔ connection) is dropped when the connection closes: the SDK's `Connection`
+      unwinds its `exit_stack` when its client goes away (stdio EOF, HTTP session end, in-process client exit),
+      the hook the SDK offers for per-connection teardown; and any connection object that is garbage collected
+      without closing is released then (a weak reference), before its id could be reused. Its nonce is retired
+      for one token lifetime after that: every token minted while the connection was open has expired by then,
+      so none of them can bind the nonce to a new connection (first use binds, see `_bind`).
+    Sizes therefore track the calls of the last token lifetime and the open connections, not the runtime's age.
+    """
+
     def __init__(self, store: ContextStore, registry: PageRegistry) -> None:
         self._store = store
         self._registry = registry
-        self._spent: set[str] = set()
-        self._bound: dict[str, object] = {}  # connection nonce -> the MCP connection that first presented it
-        self._nonce_of: dict[int, tuple[object, str]] = {}  # id(connection) -> (connection, its nonce)
+        self._spent = ExpiringSet()  # token ids, until their token expires
+        self._retired = ExpiringSet()  # nonces of closed connections, until their last token expires
+        self._nonce_of: dict[int, str] = {}  # id(open connection) -> the nonce it presented first
+        self._bound: dict[str, int] = {}  # nonce -> id(the open connection that presented it first)
 
     def verify(self, meta: Mapping[str, Any] | None, connection: object) -> PageContext:
-        """Spend the token and return its Page Context. Raises CapabilityError or StaleContext."""
+        """Spend the token and return its Page Context. Raises CapabilityError or StaleContext.
+
+        `connection` identifies the MCP connection (any weak-referenceable object; None for a stateless client).
+        """
         meta = meta or {}
         claims = open_token(meta.get(TOKEN_KEY), self._store.secret)
         if connection is None:
             raise CapabilityError(
                 "tokens are bound to an MCP connection; connect statefully (initialize handshake) to use computer_use"
             )
+        now = self._store.clock()
+        self._spent.prune(now)
+        self._retired.prune(now)
+        if self.expired(claims, now):
+            raise CapabilityError(
+                "this page_context_token has expired: tokens live "
+                f"{self._store.token_lifetime:g} s, and the host mints a fresh one for every call"
+            )
         if claims.token_id in self._spent:
             raise CapabilityError("this page_context_token was already used: tokens are one-time")
-        self._spent.add(claims.token_id)
-        bound = self._bound.setdefault(claims.connection, connection)
-        _, nonce = self._nonce_of.setdefault(id(connection), (connection, claims.connection))
-        if bound is not connection or nonce != claims.connection:
-            raise CapabilityError("this page_context_token was minted for another MCP connection")
+        self._spent.add(claims.token_id, claims.expires_at)
+        self._bind(claims.connection, connection)
         if meta.get(CALL_KEY) != claims.tool_call:
             raise CapabilityError("this page_context_token was minted for another tool call")
-        if claims.turn != self._store.current_turn:
+        if self._store.turns.get(claims.host) != claims.turn:
             raise StaleContext("the turn this token belongs to has ended")
-        if self._store.current_request.get(claims.turn) != claims.provider_request:
+        context = self._store.contexts.get(claims.host)
+        if context is None or context.provider_request != claims.provider_request:
             raise StaleContext("a newer model request has started; its Page Context replaces this one")
         if claims.access_revision != self._registry.access_revision:
             raise StaleContext("Page access changed since the Page Context was taken")
@@ -60,4 +111,32 @@ class CapabilityVerifier:
                 raise StaleContext(f"Page {handle} is no longer registered") from None
             if page.revision != revision:
                 raise StaleContext(f"Page {handle} changed since the Page Context was taken")
-        return self._store.contexts[claims.provider_request]
+        return context
+
+    def expired(self, claims: Claims, now: float) -> bool:
+        return now >= claims.expires_at
+
+    def _bind(self, nonce: str, connection: object) -> None:
+        """A nonce belongs to the first open connection that presents it, and a connection to its first nonce."""
+        key = id(connection)  # entries leave when the connection closes, before its id can be reused
+        known = self._nonce_of.get(key)
+        if known is None:
+            if nonce in self._retired:
+                raise CapabilityError("the MCP connection this page_context_token was minted for has closed")
+            if nonce in self._bound:
+                raise CapabilityError("this page_context_token was minted for another MCP connection")
+            self._nonce_of[key] = nonce
+            self._bound[nonce] = key
+            release = functools.partial(self._release, key, nonce)
+            weakref.finalize(connection, release).atexit = False
+            stack = getattr(connection, "exit_stack", None)
+            if isinstance(stack, AsyncExitStack):
+                stack.callback(release)
+        elif known != nonce:
+            raise CapabilityError("this page_context_token was minted for another MCP connection")
+
+    def _release(self, key: int, nonce: str) -> None:
+        if self._nonce_of.get(key) != nonce:
+            return  # released already: closed first, collected later
+        del self._nonce_of[key], self._bound[nonce]
+        self._retired.add(nonce, self._store.clock() + self._store.token_lifetime)

@@ -1,5 +1,12 @@
 """The scoped CDP gateway: a per-ComputerSession CDP endpoint that shows its client exactly one page.
 
+Only the backend the runtime hands the endpoint to may reach it. Any page's script can open a WebSocket to any
+loopback port (WebSockets are not subject to CORS) and can *send* a simple `fetch()` there, so every gateway URL
+carries a per-gateway secret as its first path segment (`http://127.0.0.1:PORT/<secret>/json/version`,
+`ws://127.0.0.1:PORT/<secret>/devtools/browser/…`): a request without it is answered 404 and never forwarded. A
+request that carries an `Origin` header comes from a web page (browsers add it to every WebSocket handshake and
+cross-origin request; CDP clients send none) and is answered 403, secret or not. Both are recorded in `refusals`.
+
 A backend (the `@playwright/mcp` or `chrome-devtools-mcp` child, or our own adapter) is a general CDP client: left
 alone it enumerates, attaches to and initializes every page of the browser. Behind this gateway it sees one target,
 the bound page, and whatever Chromium auto-attaches under it (its OOPIF iframes and workers):
@@ -8,8 +15,9 @@ the bound page, and whatever Chromium auto-attaches under it (its OOPIF iframes 
   are refused.
 - `Target.getTargets` and target events are filtered to the bound page; a browser-level `Target.setAutoAttach` is
   turned into one `Target.attachToTarget` of the bound page, so the client never learns other pages exist.
-- Commands on sessions that are not the bound page's, and browser-wide data/control methods (`policy.py`), are
-  refused with a CDP error that names the gateway, and recorded in `refusals`.
+- Commands on sessions that are not the bound page's, and every method off the policy's allowlists (`policy.py`:
+  one for the browser level, one for the page's sessions, built from what each backend sends), are refused with a
+  CDP error that names the gateway, and recorded in `refusals`.
 
 The gateway also watches the bound page on its own browser connection (`Target.setDiscoverTargets` only, no call
 on any page) and reports popups it opens, its crash or its destruction, and the loss of the browser, through
@@ -23,9 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import itertools
 import json
 import logging
+import secrets
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -34,7 +45,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp import web
 
-from runtime.gateway.policy import FORWARD, Verdict, refusal_message, static_verdict
+from runtime.gateway.policy import FORWARD, Policy, Verdict, refusal_message, static_verdict
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +53,10 @@ DEFAULT_TIMEOUT = 10.0
 """Bound on every upstream HTTP request, connect and the discovery handshake."""
 
 REFUSED_CODE = -32000
+
+REFUSALS_KEPT = 10_000
+"""Bound on `ScopedGateway.refusals`: a page can make a gateway refuse requests as fast as it can send them, so
+past this many the oldest half is dropped (a few MB at most)."""
 
 EventKind = Literal["popup", "crashed", "destroyed", "detached", "upstream_lost"]
 
@@ -119,21 +134,28 @@ class ScopedGateway:
         target_id: str,
         *,
         on_event: Callable[[GatewayEvent], None] | None = None,
+        policy: Policy = static_verdict,
         sabotage_unscoped: bool = False,
     ) -> None:
-        """`sabotage_unscoped` disables target filtering and every refusal: a deliberately broken gateway that
+        """`policy` is the static method table (`policy.static_verdict`; the target checks stay the gateway's own).
+        `sabotage_unscoped` disables target filtering and every refusal: a deliberately broken gateway that
         negative controls run their isolation checks against. Only tests pass it; no setting, CLI flag or
         environment variable of the runtime reaches it."""
         self._sabotage_unscoped = sabotage_unscoped
+        self.policy = policy
         self.upstream_http = upstream_http.rstrip("/")
         self.target_id = target_id
         self.refusals: list[Refusal] = []
         self.absorbed: list[Absorbed] = []
+        self.forwarded: Counter[tuple[str, str]] = Counter()
+        """(level, method) → how many commands the gateway let through; level is "browser" or "page" (the bound
+        page's sessions and its children's): what the backend behind it really uses, against `policy.py`."""
         self.events: list[GatewayEvent] = []
         self.target_info: dict[str, Any] = {}
         """The bound target's latest `TargetInfo`, as discovery reported it."""
         self._on_event = on_event
         self._upstream_hostport = urlsplit(self.upstream_http).netloc
+        self._secret = secrets.token_urlsafe(32)
         self._hostport = ""
         self._browser_ws = ""
         self._children: set[str] = set()
@@ -146,6 +168,14 @@ class ScopedGateway:
         self._discovery: aiohttp.ClientWebSocketResponse | None = None
         self._discovery_task: asyncio.Task[None] | None = None
         self._closing = False
+        self._lost: str | None = None
+
+    @property
+    def lost(self) -> str | None:
+        """Why the bound page is out of reach (crashed, destroyed, detached, the browser connection closed), once
+        it is; None while it lives. Sticky. The one owner of the target's state: the runtime's session and the
+        backend behind this gateway both ask here (`BackendConfig.target_state`)."""
+        return self._lost
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -157,8 +187,7 @@ class ScopedGateway:
             self._browser_ws = version["webSocketDebuggerUrl"]
             await self._start_discovery()
             app = web.Application()
-            app.router.add_route("*", "/json{tail:.*}", self._serve_json)
-            app.router.add_get("/devtools/{kind}/{id}", self._serve_ws)
+            app.router.add_route("*", "/{tail:.*}", self._serve)
             self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
             await self._runner.setup()
             site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -172,10 +201,17 @@ class ScopedGateway:
 
     @property
     def url(self) -> str:
-        """`http://127.0.0.1:PORT`: what `--cdp-endpoint` / `--browserUrl` take."""
+        """`http://127.0.0.1:PORT/<secret>`: what `--cdp-endpoint` / `--browserUrl` take. Both CDP clients append
+        `/json/version` to the path (playwright-core's `urlToWSEndpoint`, puppeteer's `getWSEndpointURL`), and so
+        does `runtime.cdp.CDPConnection.connect`, so the secret survives into every request they make."""
+        return f"http://{self._base}"
+
+    @property
+    def _base(self) -> str:
+        """`127.0.0.1:PORT/<secret>`: the gateway's address and secret, what every URL it hands out starts with."""
         if not self._hostport:
             raise RuntimeError("start() the gateway first")
-        return f"http://{self._hostport}"
+        return f"{self._hostport}/{self._secret}"
 
     async def close(self) -> None:
         """Close every client connection, its upstream connection and the gateway's own browser connection."""
@@ -219,7 +255,7 @@ class ScopedGateway:
         if session_id is not None and session_id not in client.sessions:
             return Verdict("refuse", "the session is not the bound page's")
         browser_level = client.browser_level and session_id is None
-        verdict = static_verdict(method, params, browser_level=browser_level)
+        verdict = self.policy(method, params, browser_level)
         if verdict.action != "forward":
             return verdict
         return self._target_verdict(client, method, params, session_id, browser_level)
@@ -231,7 +267,7 @@ class ScopedGateway:
         target = params.get("targetId")
         if method == "Target.setAutoAttach" and browser_level:
             return Verdict("auto_attach")
-        if method in ("Target.attachToTarget", "Target.autoAttachRelated", "Target.closeTarget"):
+        if method in ("Target.attachToTarget", "Target.autoAttachRelated"):
             if not self._visible(target):
                 return other
             if method == "Target.attachToTarget" and params.get("flatten") is not True:
@@ -255,7 +291,7 @@ class ScopedGateway:
             return Verdict("refuse", "it names a window other than the bound page's")
         return FORWARD
 
-    # -- HTTP discovery ----------------------------------------------------------------------------------------
+    # -- upstream ----------------------------------------------------------------------------------------------
 
     async def _upstream_json(self, path: str) -> Any:
         assert self._http is not None
@@ -274,11 +310,50 @@ class ScopedGateway:
         return await asyncio.wait_for(self._http.ws_connect(ws_url, max_msg_size=0), DEFAULT_TIMEOUT)
 
     def _rewrite(self, value: Any) -> Any:
-        """Point every upstream URL in a /json answer at the gateway instead."""
-        return json.loads(json.dumps(value).replace(self._upstream_hostport, self._hostport))
+        """Point every upstream URL in a /json answer at the gateway (secret included) instead."""
+        return json.loads(json.dumps(value).replace(self._upstream_hostport, self._base))
 
-    async def _serve_json(self, request: web.Request) -> web.StreamResponse:
-        parts = [part for part in request.path.split("/") if part]  # ["json", "version"], ["json"], …
+    # -- admission: only the backend the runtime gave the URL to ------------------------------------------------
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
+        """Every HTTP request and WebSocket handshake: admitted first, then routed by the path after the secret."""
+        admitted = self._admit(request)
+        if isinstance(admitted, web.Response):
+            return admitted
+        if admitted == "/json" or admitted.startswith("/json/"):
+            return await self._serve_json(request, admitted)
+        parts = admitted.split("/")  # ["", "devtools", kind, id]
+        if request.method == "GET" and len(parts) == 4 and parts[1] == "devtools":
+            return await self._serve_ws(request, parts[2], parts[3])
+        return web.Response(status=404, text=f"computer_use gateway: no such endpoint {admitted}")
+
+    def _admit(self, request: web.Request) -> str | web.Response:
+        """The path after the secret, or the answer refusing the request (recorded, never forwarded).
+
+        An `Origin` header is checked first, so a page learns nothing about the secret: every request it can make
+        gets the same 403. The secret is compared in constant time, and never written to a refusal or a log."""
+        secret, _, rest = request.path[1:].partition("/")
+        known = hmac.compare_digest(secret.encode(), self._secret.encode())
+        path = request.path
+        if known:
+            path = f"/<secret>/{rest}"
+        elif len(secret) >= 16:  # someone's try at a secret, maybe a near miss of this one: never recorded
+            path = f"/<not the secret>/{rest}"
+        shown = f"HTTP {request.method} {path[:200]}"
+        origin = request.headers.get(aiohttp.hdrs.ORIGIN)
+        if origin is not None:
+            reason = f"the request carries Origin {origin[:100]!r}: it comes from a web page"
+            self._refuse(0, shown, reason, None)
+            return web.Response(status=403, text=refusal_message(f"{request.method} request", reason))
+        if not known:
+            self._refuse(0, shown, "no or wrong gateway secret in the path", None)
+            return web.Response(status=404, text="computer_use gateway: no such endpoint")
+        return "/" + rest
+
+    # -- HTTP discovery ----------------------------------------------------------------------------------------
+
+    async def _serve_json(self, request: web.Request, path: str) -> web.StreamResponse:
+        parts = [part for part in path.split("/") if part]  # ["json", "version"], ["json"], …
         name = parts[1] if len(parts) > 1 else "list"
         if name in ("new", "activate", "close"):
             reason = "a client behind the gateway may not open, focus or close pages"
@@ -287,28 +362,27 @@ class ScopedGateway:
         try:
             if name == "version" and len(parts) == 2:
                 version = await self._upstream_json("/json/version")
-                path = urlsplit(version.get("webSocketDebuggerUrl", "")).path or "/devtools/browser/gateway"
-                version["webSocketDebuggerUrl"] = f"ws://{self._hostport}{path}"
+                browser = urlsplit(version.get("webSocketDebuggerUrl", "")).path or "/devtools/browser/gateway"
+                version["webSocketDebuggerUrl"] = f"ws://{self._base}{browser}"
                 return web.json_response(version)
             if name == "list" and len(parts) <= 2:
                 listing = await self._upstream_json("/json/list")
                 return web.json_response(self._rewrite([t for t in listing if self._visible(t.get("id"))]))
         except GatewayError as exc:
             return web.Response(status=502, text=str(exc))
-        return web.Response(status=404, text=f"computer_use gateway: no such endpoint {request.path}")
+        return web.Response(status=404, text=f"computer_use gateway: no such endpoint {path}")
 
     # -- WebSocket clients -------------------------------------------------------------------------------------
 
-    async def _serve_ws(self, request: web.Request) -> web.StreamResponse:
+    async def _serve_ws(self, request: web.Request, kind: str, ident: str) -> web.StreamResponse:
         assert self._http is not None
-        kind, ident = request.match_info["kind"], request.match_info["id"]
         conn = next(self._conn_ids)
         if kind == "page" and ident != self.target_id:
             reason = "the gateway exposes only the bound page"
             self._refuse(conn, f"connect /devtools/page/{ident}", reason, None)
             return web.Response(status=403, text=refusal_message("connect", reason))
         if kind not in ("browser", "page"):
-            return web.Response(status=404, text=f"computer_use gateway: no such endpoint {request.path}")
+            return web.Response(status=404, text=f"computer_use gateway: no such endpoint /devtools/{kind}")
         upstream_url = (
             self._browser_ws if kind == "browser" else f"ws://{self._upstream_hostport}/devtools/page/{ident}"
         )
@@ -388,6 +462,8 @@ class ScopedGateway:
 
     def _refuse(self, conn: int, method: str, reason: str, session_id: str | None) -> None:
         self.refusals.append(Refusal(conn, method, reason, session_id))
+        if len(self.refusals) > REFUSALS_KEPT:
+            del self.refusals[: REFUSALS_KEPT // 2]
         log.info("gateway: refused %s on client %s: %s", method, conn, reason)
 
     async def _on_command(self, client: _Client, message: dict[str, Any]) -> None:
@@ -404,6 +480,7 @@ class ScopedGateway:
             self.absorbed.append(Absorbed(client.conn, method, session_id))
             await self._answer(client, message, {"result": {}})
             return
+        self.forwarded["browser" if client.browser_level and session_id is None else "page", method] += 1
         if method == "Target.detachFromTarget" and isinstance(params.get("sessionId"), str):
             client.detaching.add(params["sessionId"])
         pending = _Pending(message["id"], method, params, session_id)
@@ -559,6 +636,8 @@ class ScopedGateway:
                 self._emit(GatewayEvent("destroyed", target, "the bound target was closed or replaced"))
 
     def _emit(self, event: GatewayEvent) -> None:
+        if event.kind != "popup" and self._lost is None:
+            self._lost = f"{event.kind}: {event.detail}" if event.detail else event.kind
         self.events.append(event)
         if self._on_event is not None:
             try:

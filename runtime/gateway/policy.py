@@ -1,22 +1,36 @@
 """Which CDP methods a scoped gateway forwards, refuses or absorbs, independent of targets and sessions.
 
 The gateway's other half (which target or session a command may name) lives in `gateway.py`, because it needs
-the connection's state. This module is the static table: methods that act on the whole browser or on data that
-belongs to other sites are refused wherever they are sent; a few methods are *absorbed* (answered `{}`, never
-forwarded) because a supported client needs them to succeed but the runtime must never let them take effect.
+the connection's state. This module is the static table, and it is an allowlist at both levels:
 
-At browser level (the root session of a `/devtools/browser/…` connection) the table is an allowlist: anything sent
-there acts on the browser as a whole, so only what a CDP client needs to find and attach to its one page passes.
-On the bound page's sessions it is a denylist: those methods act on that page unless listed here.
+- At browser level (the root session of a `/devtools/browser/…` connection) only what a CDP client needs to find,
+  attach to and describe its one page passes: anything else sent there acts on the browser as a whole.
+- On the bound page's sessions (and those of its iframes and workers) only the methods a supported backend was
+  seen sending pass, each with the backends that need it and what for (`PAGE_ALLOWED`). A few of them pass only
+  in a harmless form (`CONDITIONS`): navigation to http(s) only, new-document scripts and bindings only in an
+  isolated world, exceptions never pausing the page.
+
+The lists were read from what each backend sent through the gateway over the backend, gateway, isolation, parity,
+honesty, visual, foreground, policy and registry suites (docs/security.md has the table per backend, and
+`suites/security/test_gateway_allowlist.py` checks each backend's normal work against it). A method an upstream
+starts sending after an upgrade is refused with an error naming the gateway until it is reviewed and listed here.
+A few methods are *absorbed* (answered `{}`, never forwarded) because a backend needs them to succeed but the
+runtime must never let them take effect.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 Action = Literal["forward", "refuse", "absorb", "auto_attach"]
 """`auto_attach`: a browser-level `Target.setAutoAttach`, which the gateway turns into an attach of the bound page."""
+
+PW = "playwright_mcp"
+CDM = "chrome_devtools_mcp"
+OCC = "open_claude_chrome"
 
 
 @dataclass(frozen=True)
@@ -27,112 +41,165 @@ class Verdict:
 
 FORWARD = Verdict("forward")
 
-ABSORBED: dict[str, str] = {
-    # Playwright's connectOverCDP fails the whole connection if this errors; the behaviour is browser-wide
-    # (it would redirect every page's downloads), so it is acknowledged and not applied.
-    "Browser.setDownloadBehavior": "download behaviour is browser-wide; acknowledged, not applied",
-    "Page.bringToFront": "the runtime never raises or focuses a window; acknowledged, not applied",
+
+@dataclass(frozen=True)
+class Allowed:
+    """Why a method is allowed: the backends seen sending it and what they use it for."""
+
+    backends: tuple[str, ...]
+    why: str
+
+
+ABSORBED: dict[str, Allowed] = {
+    # Playwright's connectOverCDP (the Python one at least) fails the whole connection if this errors; the behaviour
+    # is browser-wide (it would redirect every page's downloads), so it is acknowledged and not applied.
+    "Browser.setDownloadBehavior": Allowed((), "download behaviour is browser-wide; acknowledged, not applied"),
+    "Page.bringToFront": Allowed((), "the runtime never raises or focuses a window; acknowledged, not applied"),
     # chrome-devtools-mcp turns focus emulation on for the page it initializes and gives up on that page if the
     # call fails. Faking focus is still a focus change the runtime never makes, so it is acknowledged only.
-    "Emulation.setFocusEmulationEnabled": "the runtime never fakes or changes focus; acknowledged, not applied",
+    "Emulation.setFocusEmulationEnabled": Allowed((CDM,), "the runtime never fakes or changes focus; not applied"),
 }
+
+BROWSER_LEVEL_ALLOWED: dict[str, Allowed] = {
+    "Browser.getVersion": Allowed((PW,), "the browser's version, asked once on connect"),
+    "Browser.getWindowForTarget": Allowed((), "the bound page's window (a targetId naming another page is refused)"),
+    "Browser.getWindowBounds": Allowed((), "the bound page's window bounds (another window is refused)"),
+    "Schema.getDomains": Allowed((), "the protocol's domain list, nothing of any page"),
+    "Target.getTargets": Allowed((CDM, OCC), "target discovery, answered with the bound page only"),
+    "Target.getTargetInfo": Allowed((PW,), "the browser's or the bound page's own target info"),
+    "Target.setDiscoverTargets": Allowed((CDM, OCC), "target events, filtered to the bound page"),
+    "Target.setAutoAttach": Allowed((PW, CDM), "turned into one attach of the bound page"),
+    "Target.attachToTarget": Allowed((CDM, OCC), "a flatten session on the bound page (or its children) only"),
+    "Target.detachFromTarget": Allowed((PW, CDM), "ending a session the client holds"),
+    "Target.autoAttachRelated": Allowed((), "auto-attach to targets related to the bound page only"),
+    # Only browser context ids; a client asks for them to tell the default context apart.
+    "Target.getBrowserContexts": Allowed((CDM,), "browser context ids, to tell the default context apart"),
+}
+
+PAGE_ALLOWED: dict[str, Allowed] = {
+    # -- reading the page
+    "Accessibility.getFullAXTree": Allowed((CDM, OCC), "the accessibility tree an observation is built from"),
+    "DOMSnapshot.captureSnapshot": Allowed((OCC,), "layout and text of the page for read_page and get_page_text"),
+    "DOM.enable": Allowed((CDM, OCC), "node ids for the elements a snapshot names"),
+    "DOM.describeNode": Allowed((PW, CDM), "the node behind an element handle"),
+    "DOM.resolveNode": Allowed((PW, CDM, OCC), "a JavaScript handle of a snapshot's node, to act on it"),
+    "DOM.getContentQuads": Allowed((PW,), "where an element is, to click its center"),
+    "DOM.getBoxModel": Allowed((OCC,), "where an element is, to click its center"),
+    "DOM.getFrameOwner": Allowed((OCC,), "the iframe element that holds a child frame"),
+    "DOM.getNodeForLocation": Allowed((OCC,), "the element under a point, checked before a point click"),
+    "DOM.scrollIntoViewIfNeeded": Allowed((PW, CDM, OCC), "bringing the element to act on into view"),
+    "CSS.enable": Allowed((CDM,), "style tracking Puppeteer turns on for every page it initializes"),
+    "Page.captureScreenshot": Allowed((PW, CDM, OCC), "the one viewport screenshot of a visual observation"),
+    "Page.getLayoutMetrics": Allowed((PW, OCC), "the viewport, for screenshots and point clicks"),
+    "Page.getFrameTree": Allowed((PW, CDM, OCC), "the page's frames"),
+    "Page.getResourceTree": Allowed((CDM,), "the page's frames and resources, on initialization"),
+    "Page.getNavigationHistory": Allowed((OCC,), "the history entries of `navigate back/forward`"),
+    # -- lifecycle and events of the page
+    "Page.enable": Allowed((PW, CDM, OCC), "navigation, load and dialog events"),
+    "Page.setLifecycleEventsEnabled": Allowed((PW, CDM), "load-state events an action waits for"),
+    "Page.setInterceptFileChooserDialog": Allowed((PW,), "a file chooser is reported, never opened"),
+    "Page.setFontFamilies": Allowed((PW,), "Playwright's default fonts for the page"),
+    "Runtime.enable": Allowed((PW, CDM), "execution contexts, console and exceptions"),
+    "Runtime.runIfWaitingForDebugger": Allowed((PW, CDM), "resumes a page or worker auto-attached paused"),
+    "Runtime.getIsolateId": Allowed((CDM,), "which V8 isolate a target runs in"),
+    "Log.enable": Allowed((PW, CDM), "browser log entries (console collection)"),
+    "Log.startViolationsReport": Allowed((CDM,), "long-task and blocked-event reports for its console"),
+    "Network.enable": Allowed((PW, CDM), "request events an action waits for"),
+    "Network.setAttachDebugStack": Allowed((CDM,), "initiator stacks for its network collector"),
+    "Audits.enable": Allowed((CDM,), "the page's issues (its console collector)"),
+    "Autofill.enable": Allowed((CDM,), "autofill events Puppeteer turns on for every page"),
+    "Autofill.setAddresses": Allowed((CDM,), "sent with no addresses; test addresses for DevTools only"),
+    "Performance.enable": Allowed((CDM,), "performance metrics Puppeteer turns on for every page"),
+    "Profiler.enable": Allowed((CDM,), "source positions for its console stack traces"),
+    "Debugger.enable": Allowed((CDM,), "scripts and source maps for its console stack traces"),
+    "Debugger.setAsyncCallStackDepth": Allowed((CDM,), "async stack traces for its console"),
+    "Debugger.setBlackboxPatterns": Allowed((CDM,), "hides its own scripts from stack traces"),
+    "Debugger.setBlackboxExecutionContexts": Allowed((CDM,), "hides its utility world from stack traces"),
+    "Debugger.setPauseOnExceptions": Allowed((CDM,), "sent with state none: the page never pauses"),
+    "Debugger.setSkipAllPauses": Allowed((CDM,), "the page never pauses on a breakpoint or `debugger`"),
+    "WebMCP.enable": Allowed((CDM,), "the page's declared WebMCP tools, listed on initialization"),
+    "Storage.getStorageKey": Allowed((CDM,), "the storage key of the page's own frame, nothing stored"),
+    "Target.setAutoAttach": Allowed((PW, CDM, OCC), "sessions for the page's own iframes and workers"),
+    # -- script, only in the backend's own world or on handles it holds
+    "Page.createIsolatedWorld": Allowed((PW, CDM, OCC), "the backend's own isolated world in a frame"),
+    "Page.addScriptToEvaluateOnNewDocument": Allowed((PW, CDM), "creates its isolated world in new documents"),
+    "Runtime.addBinding": Allowed((CDM,), "Puppeteer's ARIA query handler, bound in its own world"),
+    "Runtime.evaluate": Allowed((PW, CDM, OCC), "the backend's injected snapshot and action scripts"),
+    "Runtime.callFunctionOn": Allowed((PW, CDM, OCC), "functions run on element handles it holds"),
+    "Runtime.getProperties": Allowed((PW,), "properties of a handle it holds"),
+    "Runtime.releaseObject": Allowed((PW, CDM), "frees a handle it holds"),
+    # -- acting on the page
+    "Input.dispatchMouseEvent": Allowed((PW, CDM, OCC), "click, hover and wheel scroll on the page"),
+    "Input.dispatchKeyEvent": Allowed((PW, CDM, OCC), "key presses and typing"),
+    "Input.insertText": Allowed((PW, OCC), "typing text in one event"),
+    "Page.navigate": Allowed((PW, CDM, OCC), "the navigate action, to an http(s) URL only"),
+    "Page.navigateToHistoryEntry": Allowed((OCC,), "navigate back/forward within the page's own history"),
+    "Overlay.enable": Allowed((OCC,), "the action cursor"),
+    "Overlay.highlightRect": Allowed((OCC,), "the action cursor at the point acted on"),
+    "Overlay.hideHighlight": Allowed((OCC,), "hides the action cursor"),
+}
+
+
+def _http_only(params: dict[str, Any]) -> str:
+    scheme = urlsplit(str(params.get("url", ""))).scheme.lower()
+    if scheme in ("http", "https"):
+        return ""
+    return (
+        f"navigation to a {scheme or 'relative'}: URL (file:, chrome:, devtools:, javascript:, data:, … reach "
+        "local files, browser pages or script in the page's own world); http(s) only"
+    )
+
+
+def _isolated_world(params: dict[str, Any]) -> str:
+    if params.get("worldName"):
+        return ""
+    return "a script for every new document of the page's own (main) world; only into an isolated world"
+
+
+def _scoped_binding(params: dict[str, Any]) -> str:
+    if params.get("executionContextName") or params.get("executionContextId") is not None:
+        return ""
+    return "a binding in every context, the page's own included: a channel from page script to the client"
+
+
+def _never_pause(params: dict[str, Any]) -> str:
+    return "" if params.get("state") == "none" else "pausing on exceptions would freeze the user's page"
+
+
+CONDITIONS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "Page.navigate": _http_only,
+    "Page.addScriptToEvaluateOnNewDocument": _isolated_world,
+    "Runtime.addBinding": _scoped_binding,
+    "Debugger.setPauseOnExceptions": _never_pause,
+}
+"""Allowed methods that pass only in a harmless form: each returns why the params are refused, or ""."""
 
 _BROWSER_WIDE = "acts on the whole browser, not on the bound page"
 _OTHER_SITES = "reads or changes data of other sites, not only the bound page's"
 
-REFUSED: dict[str, str] = {
+WHY_REFUSED: dict[str, str] = {
     "Target.createTarget": "opens a page the session is not bound to",
-    # Refused rather than absorbed: it raises a window (focus), it can name any target, and none of the
-    # supported clients needs it to succeed, so an honest error is better than a pretend success.
+    "Target.closeTarget": "closing a Page is the user's act, never the agent's",
     "Target.activateTarget": "raises a window; the runtime never changes focus",
-    "Target.createBrowserContext": _BROWSER_WIDE,
-    "Target.disposeBrowserContext": _BROWSER_WIDE,
-    # Gives page JavaScript a binding that speaks CDP for the target: a way around this gateway.
     "Target.exposeDevToolsProtocol": "would hand the page an unscoped CDP binding",
-    "Target.attachToBrowserTarget": "the browser target is not the bound page",
-    "Target.getDevToolsTarget": "names a DevTools target outside the bound page",
-    "Target.openDevTools": "opens a DevTools window",
-    # Non-flatten mode wraps a command inside a string; the inner command would bypass this table.
     "Target.sendMessageToTarget": "non-flatten messages would hide the inner command from the gateway",
-    "Target.setRemoteLocations": _BROWSER_WIDE,
+    # chrome-devtools-mcp asks this of every page it finds (is it a DevTools window?) and takes the refusal as "no".
+    "Target.getDevToolsTarget": "names a DevTools target outside the bound page",
     "Browser.close": _BROWSER_WIDE,
-    "Browser.crash": _BROWSER_WIDE,
-    "Browser.crashGpuProcess": _BROWSER_WIDE,
-    "Browser.setPermission": "permissions are granted per origin for the whole browser context",
-    "Browser.grantPermissions": "permissions are granted per origin for the whole browser context",
-    "Browser.resetPermissions": "permissions are granted per origin for the whole browser context",
-    "Browser.setWindowBounds": "windows are placed by the host, never by the agent",
-    "Browser.setContentsSize": "windows are placed by the host, never by the agent",
-    "Browser.setDockTile": _BROWSER_WIDE,
-    "Browser.executeBrowserCommand": _BROWSER_WIDE,
-    "Browser.cancelDownload": "downloads belong to the browser, not the page",
-    # Reveals the profile directory, the debugging port and every flag.
-    "Browser.getBrowserCommandLine": _BROWSER_WIDE,
-    "Browser.getHistograms": _BROWSER_WIDE,
-    "Browser.getHistogram": _BROWSER_WIDE,
-    "Browser.addPrivacySandboxEnrollmentOverride": _BROWSER_WIDE,
-    "Browser.addPrivacySandboxCoordinatorKeyConfig": _BROWSER_WIDE,
-    # Filtering targets does not isolate the cookie jar: from the bound page's session these return or change
-    # every site's cookies.
+    "Browser.getBrowserCommandLine": "reveals the profile directory, the debugging port and every flag",
+    "DOM.setFileInputFiles": "would upload local files through the page's file inputs",
+    "Page.handleJavaScriptDialog": "a dialog on the page is the user's to answer",
+    "Page.setDownloadBehavior": "would write downloads to a folder of the client's choice",
+    "Network.getCookies": "returns the page's cookies, HttpOnly ones included",
     "Network.getAllCookies": _OTHER_SITES,
     "Network.setCookie": _OTHER_SITES,
-    "Network.setCookies": _OTHER_SITES,
-    "Network.deleteCookies": _OTHER_SITES,
-    "Network.clearBrowserCookies": _OTHER_SITES,
-    "Network.clearBrowserCache": _OTHER_SITES,
-    "Network.setCookieControls": _BROWSER_WIDE,
-    # Fetches any URL with the page's network context and hands back the body, ignoring CORS.
-    "Network.loadNetworkResource": _OTHER_SITES,
-    # These act on every renderer at once.
-    "Memory.simulatePressureNotification": _BROWSER_WIDE,
-    "Memory.setPressureNotificationsSuppressed": _BROWSER_WIDE,
-    "Memory.getBrowserSamplingProfile": _BROWSER_WIDE,
-    "Memory.getAllTimeSamplingProfile": _BROWSER_WIDE,
+    "Network.loadNetworkResource": "fetches any URL with the page's network context, ignoring CORS",
+    "Storage.getCookies": _OTHER_SITES,
 }
+"""Reasons for refusals worth a specific message; everything off the allowlists is refused all the same."""
 
-REFUSED_DOMAINS: dict[str, str] = {
-    # Storage, CacheStorage, IndexedDB and DOMStorage are addressed by origin or storage key, not by page: from
-    # the bound page's session they reach any site's cookies, databases and local storage.
-    "Storage": _OTHER_SITES,
-    "CacheStorage": _OTHER_SITES,
-    "IndexedDB": _OTHER_SITES,
-    "DOMStorage": _OTHER_SITES,
-    "BackgroundService": _OTHER_SITES,
-    "SystemInfo": _BROWSER_WIDE,
-    "Extensions": _BROWSER_WIDE,
-    "PWA": "installs or launches apps in new windows",
-    "Cast": _BROWSER_WIDE,
-    "Tethering": _BROWSER_WIDE,
-}
-
-# Per-frame reads inside a refused domain: they only name the bound page's own frames.
-DOMAIN_EXCEPTIONS = frozenset({"Storage.getStorageKeyForFrame", "Storage.getStorageKey"})
-
-# Browser level: only what a client needs to find, attach to and describe its one page. Target.* methods that name
-# a target or session are checked against the binding by the gateway after this table lets them through.
-# Everything else sent there is browser-wide by construction (Tracing.* traces every process, Fetch.* intercepts
-# every page's requests, Security.* ignores certificate errors everywhere), so it is refused.
-BROWSER_LEVEL_ALLOWED = frozenset(
-    {
-        "Browser.getVersion",
-        "Browser.getWindowForTarget",
-        "Browser.getWindowBounds",
-        "Schema.getDomains",
-        "Target.getTargets",
-        "Target.getTargetInfo",
-        "Target.setDiscoverTargets",
-        "Target.setAutoAttach",
-        "Target.attachToTarget",
-        "Target.detachFromTarget",
-        "Target.closeTarget",
-        "Target.autoAttachRelated",
-        # Only browser context ids; Playwright asks for them to tell the default context apart.
-        "Target.getBrowserContexts",
-    }
-)
-
-# On the bound page's sessions, the Browser domain is browser-wide except these.
-PAGE_LEVEL_BROWSER_ALLOWED = frozenset({"Browser.getVersion", "Browser.getWindowForTarget"})
+Policy = Callable[[str, Mapping[str, Any], bool], Verdict]
+"""`(method, params, browser_level) -> Verdict`: the static decision a gateway makes before its target checks."""
 
 
 def refusal_message(method: str, reason: str) -> str:
@@ -140,22 +207,14 @@ def refusal_message(method: str, reason: str) -> str:
     return f"computer_use gateway: {method} is not allowed ({reason})"
 
 
-def static_verdict(method: str, params: dict[str, Any], *, browser_level: bool) -> Verdict:
-    """The verdict that depends on the method alone (and on whether it was sent at browser level)."""
+def static_verdict(method: str, params: Mapping[str, Any], browser_level: bool) -> Verdict:
+    """The verdict that depends on the method and its params alone (and on whether it was sent at browser level)."""
     if method in ABSORBED:
-        return Verdict("absorb", ABSORBED[method])
-    if method in REFUSED:
-        return Verdict("refuse", REFUSED[method])
-    domain = method.split(".", 1)[0]
-    if domain in REFUSED_DOMAINS and method not in DOMAIN_EXCEPTIONS:
-        return Verdict("refuse", REFUSED_DOMAINS[domain])
-    if browser_level:
-        if method not in BROWSER_LEVEL_ALLOWED:
-            return Verdict("refuse", "browser-level method outside the gateway's allowlist: " + _BROWSER_WIDE)
-        return FORWARD
-    if domain == "Browser" and method not in PAGE_LEVEL_BROWSER_ALLOWED:
-        return Verdict("refuse", _BROWSER_WIDE)
-    # With `urls` it returns cookies of any site; without, only those of the page and its frames.
-    if method == "Network.getCookies" and params.get("urls"):
-        return Verdict("refuse", _OTHER_SITES)
-    return FORWARD
+        return Verdict("absorb", ABSORBED[method].why)
+    allowed = BROWSER_LEVEL_ALLOWED if browser_level else PAGE_ALLOWED
+    if method not in allowed:
+        level = "browser-level" if browser_level else "page-session"
+        return Verdict("refuse", WHY_REFUSED.get(method, f"not on the gateway's {level} allowlist"))
+    condition = CONDITIONS.get(method)
+    problem = condition(dict(params)) if condition is not None else ""
+    return Verdict("refuse", problem) if problem else FORWARD

@@ -21,10 +21,11 @@ from mcp.types import Tool as MCPTool
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, ValidationError
 
+from runtime.arguments import Command, ComputerUseArgs, Detail
 from runtime.mcp.schema import compact
 from runtime.models import Action, Assertion, ComputerUseResult
 from runtime.reasons import ReasonCode
-from runtime.service import Command, ComputerUseArgs, ComputerUseService, Detail, Outcome
+from runtime.service import ComputerUseService, Outcome
 
 TOOL = "computer_use"
 

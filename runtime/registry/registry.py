@@ -28,13 +28,50 @@ class UnknownPage(KeyError):
     pass
 
 
+class WriteLease:
+    """A Page's write lease: same-Page writes are exclusive across ComputerSessions.
+
+    An `asyncio.Lock` that also knows how many calls wait for it, so a test can hold the lease, start several acts
+    and know they are all queued (`queued(n)`) before it lets them go, instead of hoping the scheduler got there.
+    """
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._watchers: list[asyncio.Future[None]] = []
+        self.waiting = 0
+
+    async def acquire(self) -> None:
+        self.waiting += 1
+        for watcher in self._watchers:
+            if not watcher.done():
+                watcher.set_result(None)
+        self._watchers.clear()
+        try:
+            await self._lock.acquire()
+        finally:
+            self.waiting -= 1
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    async def queued(self, count: int) -> None:
+        """Return once at least `count` calls wait for the lease. Unbounded by itself: wrap it in a timeout."""
+        while self.waiting < count:
+            watcher: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._watchers.append(watcher)
+            await watcher
+
+
 class PageRegistry:
     def __init__(self, cdp: CDPConnection) -> None:
         self._cdp = cdp
         self._pages: dict[str, Page] = {}
         self._serial = itertools.count(1)
         self._lost: set[str] = set()  # target ids that were closed or crashed
-        self._leases: dict[str, asyncio.Lock] = {}
+        self._leases: dict[str, WriteLease] = {}
         self._listeners: list[Listener] = []
         self.access_revision = 1
         cdp.listen(self._on_event)
@@ -101,9 +138,9 @@ class PageRegistry:
     def is_lost(self, page: Page) -> bool:
         return page.cdp_target_id in self._lost
 
-    def lease(self, page: Page) -> asyncio.Lock:
+    def lease(self, page: Page) -> WriteLease:
         """The Page's write lease: same-Page writes are exclusive across ComputerSessions."""
-        return self._leases.setdefault(page.registry_page_id, asyncio.Lock())
+        return self._leases.setdefault(page.registry_page_id, WriteLease())
 
     # -- changes ---------------------------------------------------------------------------------------------
 

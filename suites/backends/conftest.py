@@ -1,11 +1,9 @@
 """Fixtures for backend suites: one bound page, and backends connected to a tap endpoint (label "backend").
 
-`make_backend` connects @playwright/mcp straight to the tap: it talks to the whole browser and attaches to the first
-page it finds, so the fixture leaves exactly one page open: the bound page. Every other page target (the session
-Chromium's initial about:blank, anything left over) is closed through the lab's own hands, which the tap does not
-count. `make_cdm` puts the runtime's scoped gateway between chrome-devtools-mcp and the tap, as the runtime always
-does: that backend fixes the page id to the one page the gateway shows, and the gateway absorbs the upstream's
-focus emulation, which would otherwise reach the page.
+Every backend sits behind the runtime's scoped gateway on the tap, as the runtime always puts it: the gateway shows
+it the bound page only, absorbs focus emulation, and is the one owner of the target's state (`target_state`). The
+fixture still leaves exactly one page open, the bound page: every other page target (the session Chromium's
+initial about:blank, anything left over) is closed through the lab's own hands, which the tap does not count.
 """
 
 from __future__ import annotations
@@ -77,7 +75,7 @@ async def bound_page(
     await close_pages_except(hands, {page.target_id})
     assert await page_targets(hands) == {page.target_id}
     yield page
-    # An upstream that lost its page may have opened another (see backends/common/watch.py).
+    # An upstream that lost its page may have tried to open another.
     await close_pages_except(hands, {p.target_id for p in workspace.pages.values()})
 
 
@@ -85,22 +83,9 @@ MakeBackend = Callable[..., Awaitable[PlaywrightMCPBackend]]
 
 
 @pytest.fixture
-async def make_backend(tap: CDPTap, tmp_path: Path) -> AsyncIterator[MakeBackend]:
-    """`await make_backend(**options)`: a started PlaywrightMCPBackend on the tap (label "backend"); closed after."""
-    started: list[PlaywrightMCPBackend] = []
-
-    async def make(**options: Any) -> PlaywrightMCPBackend:
-        workdir = tmp_path / f"backend-{len(started)}"
-        workdir.mkdir()
-        config = BackendConfig(cdp_endpoint=await tap.endpoint("backend"), workdir=workdir)
-        backend = PlaywrightMCPBackend(config, **options)
-        await backend.start()
-        started.append(backend)
-        return backend
-
-    yield make
-    for backend in started:
-        await backend.close()
+def make_backend(behind_gateway: Callable[..., Any]) -> MakeBackend:
+    """`await make_backend(**options)`: a started PlaywrightMCPBackend behind the gateway (see `behind_gateway`)."""
+    return functools.partial(behind_gateway, PlaywrightMCPBackend)
 
 
 @pytest.fixture
@@ -122,7 +107,8 @@ async def behind_gateway(tap: CDPTap, tmp_path: Path, bound_page: LabPage) -> As
         workdir.mkdir()
         gateway = ScopedGateway(await tap.endpoint("backend"), bound_page.target_id)
         endpoint = await gateway.start()
-        backend = backend_class(BackendConfig(cdp_endpoint=endpoint, workdir=workdir), **options)
+        config = BackendConfig(cdp_endpoint=endpoint, workdir=workdir, target_state=lambda g=gateway: g.lost)
+        backend = backend_class(config, **options)
         started.append((backend, gateway))
         await backend.start()
         return backend

@@ -57,16 +57,16 @@ async def test_http_discovery_lists_only_the_bound_page_and_points_every_url_at_
 ) -> None:
     a, b, c = three_pages
     gateway = await make_gateway(a)
-    port = gateway.url.rsplit(":", 1)[1]
+    base = gateway.url.removeprefix("http://")  # 127.0.0.1:PORT/<secret>
 
     for path in ("/json/list", "/json", "/json/list/"):
         status, listing = await get_json(gateway.url, path)
         assert status == 200
         assert [t["id"] for t in listing] == [a.target_id]
-        assert listing[0]["webSocketDebuggerUrl"] == f"ws://127.0.0.1:{port}/devtools/page/{a.target_id}"
+        assert listing[0]["webSocketDebuggerUrl"] == f"ws://{base}/devtools/page/{a.target_id}"
     status, version = await get_json(gateway.url, "/json/version/")
     assert status == 200
-    assert version["webSocketDebuggerUrl"].startswith(f"ws://127.0.0.1:{port}/devtools/browser/")
+    assert version["webSocketDebuggerUrl"].startswith(f"ws://{base}/devtools/browser/")
 
     for method, path in (
         ("PUT", "/json/new?about:blank"),
@@ -473,11 +473,11 @@ async def test_a_crash_of_the_bound_page_is_reported_and_forwarded_to_its_client
     gateway = await make_gateway(a)
     client = await browser_client(gateway.url)
     clients.append(client)
-    session = await attach(client, a)
-    await client.send("Inspector.enable", session_id=session)
+    await attach(client, a)
+    await client.send("Target.setDiscoverTargets", {"discover": True})
 
     crash_reported = recorder.wait("crashed")
-    client_told = client.wait_for_event("Inspector.targetCrashed", session_id=session)
+    client_told = client.wait_for_event("Target.targetCrashed", None, lambda p: p["targetId"] == a.target_id)
     hands_session = await attach(hands, a)
     crash = asyncio.ensure_future(hands.send("Page.crash", session_id=hands_session))  # never answered
     try:

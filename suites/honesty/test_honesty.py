@@ -103,7 +103,8 @@ async def test_a_second_session_cannot_write_while_the_first_holds_the_pages_wri
     desk: Desk = await single("/stall/")
     desk.runtime.service.settings.lease_timeout = 1.0
     first = await agent.observe(page="left")
-    second = await agent.observe(page="left")  # another ComputerSession on the same Page
+    desk.authorize("A")  # a new turn: its first observe of the Page opens another ComputerSession on it
+    second = await agent.observe(page="left")
     assert second.computer_session_id != first.computer_session_id
     held = fixture_server.stall("/stall/write")
     writing = asyncio.ensure_future(agent.act(first, type="click", ref=ref_of(first.observation, '"Submit expense"')))

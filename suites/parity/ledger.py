@@ -175,6 +175,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "capability:cross-connection", "DESIGN §3.2", "a token minted for another MCP connection is invalid_capability"
     ),
     _req("capability:stale", "DESIGN §3.2", "a token of an older model request is page_context_stale"),
+    _req("capability:expired", "issue 9: tokens", "a token past its lifetime is invalid_capability, no backend call"),
+    _req("capability:bounded", "issue 9: tokens", "10,000 calls leave the context store and verifier bounded"),
+    _req("capability:independent-hosts", "issue 9: races", "two hosts' turns never stale each other"),
+    _req("transport:remote-opt-in", "issue 9: transport", "HTTP off loopback needs --allow-remote and a bearer token"),
+    _req("transport:bearer", "issue 9: transport", "with a bearer token, a request without it gets 401 before MCP"),
     _req(
         "protocol:invalid-arguments",
         "spec 004 (MCP tool conventions)",
@@ -212,6 +217,19 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req("lifecycle:target-closed", LIFECYCLE, "a closed target is target_lost"),
     _req("lifecycle:popup-is-a-new-page", POPUPS, "a popup becomes a new Page, unauthorized until the host says so"),
     _req("concurrency:write-lease", POPUPS, "a second session cannot write while the first holds the write lease"),
+    _req("concurrency:one-frame-one-write", "issue 9: races", "two concurrent acts on one frame write exactly once"),
+    _req(
+        "concurrency:recheck-under-lease",
+        "issue 9: races",
+        "a queued act whose frame went stale or whose Page was disabled while it waited does not write",
+    ),
+    _req("concurrency:pages-in-parallel", "issue 9: races", "sessions on different Pages act in parallel, never cross"),
+    _req("sessions:reuse-and-cap", "issue 9: sessions end", "observe reuses its turn's session; live sessions capped"),
+    _req(
+        "sessions:resources-end",
+        "issue 9: sessions end",
+        "an invalidated, evicted or closed session leaves no child, port or fd behind",
+    ),
     _req(
         "frames:observe-verify",
         "DESIGN §5 (frames scenario)",
@@ -335,6 +353,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req("gateway:malformed-frame", "DESIGN §3.3", "a malformed frame closes only that client, with a reason"),
     _req("gateway:quiet", "DESIGN §3.3", "the gateway alone makes one browser-level discovery call, none on a page"),
     _req("gateway:close", "DESIGN §3.3", "closing the gateway closes every client connection"),
+    _req("gateway:secret-url", "issue 9: the boundary", "a gateway URL without its secret is 404, with an Origin 403"),
+    _req("gateway:page-script-refused", "issue 9: the boundary", "a page script reaches no gateway, nor Chromium's WS"),
+    _req("gateway:page-allowlist", "issue 9: the boundary", "only what a backend needs passes; the rest is refused"),
     _req("gateway:missing-target", "DESIGN §3.3", "a gateway for a target that does not exist refuses to start"),
     _req("gateway:events", "DESIGN §3.3", "popups, crashes, closes and a lost browser are reported to the runtime"),
     _req(

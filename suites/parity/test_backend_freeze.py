@@ -143,7 +143,7 @@ async def fail_and_time_out(agent: Agent, desk: Desk, tap: CDPTap, fixture_serve
     seen = await agent.observe(page="left")
     desk.runtime.service.settings.backend = other
     changed = Mark.now(tap)
-    backend = desk.runtime.service.sessions[seen.computer_session_id or ""].backend_name
+    backend = desk.runtime.service.sessions.live[seen.computer_session_id or ""].backend_name
     assert diverges("action:press-on-ref", backend), "this failure needs an action the backend refuses"
     refused = await agent.act(seen, type="press", ref=ref_of(seen.observation, '"Submit expense"'), key="Enter")
     assert refused.status == "failed", refused

@@ -1,14 +1,28 @@
-"""Capability tokens: signed claims that cannot be forged, altered or read back as anything else."""
+"""Capability tokens: signed claims that cannot be forged, altered or read back as anything else; tokens that expire;
+a store and a verifier that keep only what can still matter; hosts whose turns are independent.
+
+Pure rules: the registry here talks to a stand-in browser with no Pages (every turn authorizes none), the clock is a
+counter the test advances, and connections are plain objects with the SDK's teardown hook (`exit_stack`).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import gc
+from contextlib import AsyncExitStack
+from typing import Any
+
 import pytest
 
-from runtime.capability.token import CapabilityError, Claims, new_secret, open_token, sign
+from runtime.capability.host import ContextStore, Host, ProviderRequest
+from runtime.capability.token import TOKEN_LIFETIME, CapabilityError, Claims, new_secret, open_token, sign
+from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier, StaleContext
+from runtime.models import Page
+from runtime.registry.registry import PageRegistry
 
 pytestmark = pytest.mark.req("unit:capability-token")
 
-CLAIMS = Claims("t1", "conn-a", "turn-1", "turn-1-req-1", "call-1", {"page-1": 3}, 7)
+CLAIMS = Claims("t1", "conn-a", "host-1", "host-1-turn-1", "host-1-turn-1-req-1", "call-1", {"page-1": 3}, 7, 120.0)
 
 
 def test_a_signed_token_opens_to_exactly_its_claims() -> None:
@@ -27,10 +41,230 @@ def test_a_token_signed_with_another_secret_is_refused() -> None:
         open_token(sign(CLAIMS, new_secret()), new_secret())
 
 
-def test_a_token_whose_claims_were_edited_is_refused() -> None:
+@pytest.mark.parametrize("edit", [{"pages": {"page-2": 3}}, {"expires_at": 10_000.0}, {"host": "host-2"}])
+def test_a_token_whose_claims_were_edited_is_refused(edit: dict[str, Any]) -> None:
     secret = new_secret()
     token = sign(CLAIMS, secret)
-    forged = sign(Claims("t1", "conn-a", "turn-1", "turn-1-req-1", "call-1", {"page-2": 3}, 7), new_secret())
+    forged = sign(Claims(**{**CLAIMS.__dict__, **edit}), new_secret())
     spliced = forged.split(".")[0] + "." + token.split(".")[1]
     with pytest.raises(CapabilityError, match="not signed"):
         open_token(spliced, secret)
+
+
+# -- expiry, pruning and hosts, against a stand-in browser --------------------------------------------------------
+
+
+class NoBrowser:
+    """A browser with no Pages: enough for a registry whose turns authorize none. `hold()` keeps its next answers
+    until released, and says when a request has arrived."""
+
+    def __init__(self) -> None:
+        self.arrived = asyncio.Event()
+        self.released: asyncio.Event | None = None
+
+    def hold(self) -> asyncio.Event:
+        self.released = asyncio.Event()
+        return self.released
+
+    def listen(self, listener: Any) -> None:
+        pass
+
+    async def send(self, method: str, params: dict[str, Any] | None = None, **_: Any) -> dict[str, Any]:
+        self.arrived.set()
+        if self.released is not None:
+            await asyncio.wait_for(self.released.wait(), 10)
+        return {"targetInfos": []}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Connection:
+    """What the verifier needs of the SDK's connection: identity, and the teardown stack closed with it."""
+
+    def __init__(self) -> None:
+        self.exit_stack = AsyncExitStack()
+
+
+async def no_preview(page: Page) -> str:
+    return ""
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(clock: Clock) -> ContextStore:
+    return ContextStore(clock=clock)
+
+
+@pytest.fixture
+def browser() -> NoBrowser:
+    return NoBrowser()
+
+
+@pytest.fixture
+def registry(browser: NoBrowser) -> PageRegistry:
+    return PageRegistry(browser)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def verifier(store: ContextStore, registry: PageRegistry) -> CapabilityVerifier:
+    return CapabilityVerifier(store, registry)
+
+
+def host_of(registry: PageRegistry, store: ContextStore) -> Host:
+    return Host(registry, store, no_preview)
+
+
+def call(verifier: CapabilityVerifier, request: ProviderRequest, connection: object, nonce: str = "conn-a") -> None:
+    tool_call, token = request.mint(nonce)
+    verifier.verify({TOKEN_KEY: token, CALL_KEY: tool_call}, connection)
+
+
+async def test_a_token_is_good_until_its_lifetime_has_passed_and_then_invalid_capability_expired(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier, clock: Clock
+) -> None:
+    request = await host_of(registry, store).start_turn([]).provider_request()
+    connection = Connection()
+    just_in_time = request.mint("conn-a")
+    clock.now += TOKEN_LIFETIME - 0.001
+    verifier.verify({TOKEN_KEY: just_in_time[1], CALL_KEY: just_in_time[0]}, connection)
+    too_late = request.mint("conn-a")
+    clock.now += TOKEN_LIFETIME
+    with pytest.raises(CapabilityError, match="expired"):
+        verifier.verify({TOKEN_KEY: too_late[1], CALL_KEY: too_late[0]}, connection)
+
+
+async def test_the_lifetime_is_the_stores_setting_and_is_carried_in_the_signed_claims(
+    registry: PageRegistry, clock: Clock
+) -> None:
+    store = ContextStore(clock=clock, token_lifetime=5.0)
+    request = await host_of(registry, store).start_turn([]).provider_request()
+    _, token = request.mint("conn-a")
+    assert open_token(token, store.secret).expires_at == clock.now + 5.0
+
+
+async def test_a_spent_token_id_is_forgotten_once_its_token_expired_and_the_token_is_still_refused(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier, clock: Clock
+) -> None:
+    request = await host_of(registry, store).start_turn([]).provider_request()
+    connection = Connection()
+    tool_call, token = request.mint("conn-a")
+    meta = {TOKEN_KEY: token, CALL_KEY: tool_call}
+    verifier.verify(meta, connection)
+    with pytest.raises(CapabilityError, match="already used"):
+        verifier.verify(meta, connection)
+    clock.now += TOKEN_LIFETIME
+    with pytest.raises(CapabilityError, match="expired"):
+        verifier.verify(meta, connection)
+    assert len(verifier._spent) == 0
+
+
+async def test_a_closed_connection_is_forgotten_and_its_nonce_binds_no_other_until_its_tokens_expired(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier, clock: Clock
+) -> None:
+    request = await host_of(registry, store).start_turn([]).provider_request()
+    first = Connection()
+    call(verifier, request, first)
+    leaked = request.mint("conn-a")  # minted while the connection was open, presented after it closed
+    await first.exit_stack.aclose()
+    assert (verifier._nonce_of, verifier._bound) == ({}, {})
+    with pytest.raises(CapabilityError, match="has closed"):
+        verifier.verify({TOKEN_KEY: leaked[1], CALL_KEY: leaked[0]}, Connection())
+    clock.now += TOKEN_LIFETIME
+    call(verifier, request, Connection(), nonce="conn-b")  # any call prunes what has expired
+    assert "conn-a" not in verifier._retired
+
+
+async def test_a_connection_without_a_teardown_hook_is_forgotten_when_it_is_collected(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    request = await host_of(registry, store).start_turn([]).provider_request()
+
+    class Bare:
+        pass
+
+    connection = Bare()
+    call(verifier, request, connection)
+    assert len(verifier._nonce_of) == 1
+    del connection
+    gc.collect()
+    assert (verifier._nonce_of, verifier._bound) == ({}, {})
+
+
+async def test_one_connection_cannot_present_two_nonces_nor_two_connections_one(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    request = await host_of(registry, store).start_turn([]).provider_request()
+    first = Connection()
+    call(verifier, request, first, nonce="conn-a")
+    with pytest.raises(CapabilityError, match="another MCP connection"):
+        call(verifier, request, first, nonce="conn-b")
+    with pytest.raises(CapabilityError, match="another MCP connection"):
+        call(verifier, request, Connection(), nonce="conn-a")
+
+
+async def test_a_new_turn_of_one_host_stales_its_own_tokens_and_no_other_hosts(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    one, two = host_of(registry, store), host_of(registry, store)
+    assert one.id != two.id
+    one_turn, two_turn = one.start_turn([]), two.start_turn([])
+    assert one_turn.id != two_turn.id
+    old, theirs = await one_turn.provider_request(), await two_turn.provider_request()
+    call(verifier, old, Connection(), nonce="conn-1")
+    call(verifier, theirs, Connection(), nonce="conn-2")
+    new = await one.start_turn([]).provider_request()
+    with pytest.raises(StaleContext, match="turn"):
+        call(verifier, old, Connection(), nonce="conn-3")
+    call(verifier, theirs, Connection(), nonce="conn-4")
+    call(verifier, new, Connection(), nonce="conn-5")
+
+
+async def test_the_store_keeps_one_turn_and_one_page_context_per_host(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    hosts = [host_of(registry, store) for _ in range(3)]
+    for _ in range(5):
+        for host in hosts:
+            turn = host.start_turn([])
+            assert host.id not in store.contexts  # the previous turn's context went with it
+            connection = Connection()
+            for _ in range(4):
+                call(verifier, await turn.provider_request(), connection, nonce=f"conn-{turn.id}")
+    assert len(store.turns) == len(store.contexts) == 3
+
+
+async def test_a_host_that_is_collected_leaves_nothing_in_the_store(
+    store: ContextStore, registry: PageRegistry
+) -> None:
+    host = host_of(registry, store)
+    await host.start_turn([]).provider_request()
+    assert (len(store.turns), len(store.contexts)) == (1, 1)
+    del host
+    gc.collect()
+    assert (store.turns, store.contexts) == ({}, {})
+
+
+async def test_a_snapshot_that_ends_after_its_host_started_another_turn_never_becomes_current(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier, browser: NoBrowser
+) -> None:
+    host = host_of(registry, store)
+    release = browser.hold()
+    late = asyncio.create_task(host.start_turn([]).provider_request())
+    await asyncio.wait_for(browser.arrived.wait(), 10)  # the snapshot is reading the browser
+    current = host.start_turn([])
+    release.set()
+    stale = await late
+    fresh = await current.provider_request()
+    assert store.contexts[host.id] is fresh.context
+    with pytest.raises(StaleContext, match="turn"):
+        call(verifier, stale, Connection())

@@ -11,7 +11,8 @@ import pytest
 pytestmark = pytest.mark.req("unit:dependencies")
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNTIME_MAY_IMPORT = {"mcp", "mcp_types", "pydantic", "aiohttp", "runtime", "backends"}
+# uvicorn arrives with mcp (its streamable HTTP server); the bearer check wraps that server
+RUNTIME_MAY_IMPORT = {"mcp", "mcp_types", "pydantic", "aiohttp", "uvicorn", "runtime", "backends"}
 LAB_MAY_NOT_IMPORT = {"runtime", "backends"}
 
 

@@ -1,0 +1,40 @@
+"""The model's arguments to `computer_use`, validated before anything else happens.
+
+The token is not among them: it travels in the request's `_meta`, outside what a model writes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from runtime.models import Action, Assertion
+
+Command = Literal["list_pages", "observe", "act", "verify"]
+Detail = Literal["interactive", "full", "visual"]
+
+
+class ComputerUseArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    command: Command
+    page: str | None = None
+    detail: Detail = "interactive"
+    offset: int = Field(0, ge=0)
+    computer_session_id: str | None = None
+    frame_id: str | None = None
+    action: Action | None = None
+    assertion: Assertion | None = None
+
+    @model_validator(mode="after")
+    def _fields_for_command(self) -> ComputerUseArgs:
+        if self.command == "observe" and self.page is None and self.computer_session_id is None:
+            raise ValueError("observe needs page (a handle from list_pages or a relation word) or computer_session_id")
+        if self.command == "act" and (self.computer_session_id is None or self.frame_id is None or self.action is None):
+            raise ValueError("act needs computer_session_id, frame_id (the latest) and action")
+        if self.command == "verify" and (self.computer_session_id is None or self.assertion is None):
+            raise ValueError("verify needs computer_session_id and assertion")
+        if self.offset and self.command != "observe":
+            raise ValueError("offset belongs to observe")
+        return self

@@ -1,0 +1,124 @@
+"""`computer_use` over streamable HTTP, and who may reach it.
+
+The SDK's streamable HTTP transport checks `Host` and `Origin` (DNS-rebinding protection) only when bound to one of
+`LOOPBACK_HOSTS`, and it authenticates nobody. On any other address every machine that can route to the port, and
+every web page whose script can, would reach the MCP server. So serving elsewhere takes an explicit opt-in and a
+bearer token (`check_exposure`), and with a token configured — on any address — `BearerAuth` answers every HTTP
+request that lacks it with 401 before the MCP layer sees the request (the MCP authorization header:
+`Authorization: Bearer <token>`).
+
+The token comes from a file or from the `COMPUTER_USE_BEARER_TOKEN` environment variable, never from a command-line
+argument (which every user of the machine can read in `ps`).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from mcp.server import MCPServer
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""Exactly the names the SDK protects against DNS rebinding (`127.0.0.2` is loopback, but not one of them)."""
+
+TOKEN_ENV = "COMPUTER_USE_BEARER_TOKEN"
+MIN_TOKEN_LENGTH = 16
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class ExposureRefused(Exception):
+    """Serving as asked would expose the MCP server without authentication, or with a token that is no secret."""
+
+
+def read_token(path: Path | None) -> str | None:
+    """The bearer token from `path` (surrounding whitespace stripped) or else from `TOKEN_ENV`; None if neither."""
+    if path is not None:
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ExposureRefused(f"cannot read the bearer token file {path}: {exc.strerror}") from None
+    else:
+        token = os.environ.get(TOKEN_ENV, "").strip()
+        if not token:
+            return None
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise ExposureRefused(f"the bearer token must be at least {MIN_TOKEN_LENGTH} characters")
+    return token
+
+
+def check_exposure(host: str, allow_remote: bool, token: str | None) -> None:
+    """Refuse to serve on a non-loopback address unless the operator opted in and configured a bearer token."""
+    if host in LOOPBACK_HOSTS:
+        return
+    missing = []
+    if not allow_remote:
+        missing.append("--allow-remote")
+    if token is None:
+        missing.append(f"a bearer token (--bearer-token-file FILE or the {TOKEN_ENV} environment variable)")
+    if missing:
+        raise ExposureRefused(
+            f"--host {host} is not loopback ({', '.join(LOOPBACK_HOSTS)}): the SDK's DNS-rebinding protection is off "
+            f"there and the MCP server authenticates nobody; serving on it needs {' and '.join(missing)}"
+        )
+
+
+class BearerAuth:
+    """ASGI middleware: an HTTP request without `Authorization: Bearer <the token>` gets 401 and goes no further.
+
+    The token is compared in constant time (`hmac.compare_digest`), so the answer's timing does not tell a guesser
+    how much of a guess was right. Lifespan events pass through: they come from the server process, not a client.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = token.encode()
+
+    def authorized(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        values = [value for name, value in headers if name.lower() == b"authorization"]
+        if len(values) != 1:
+            return False
+        scheme, _, credentials = values[0].partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self._expected)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" or self.authorized(scope.get("headers", [])):
+            await self.app(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            body = json.dumps({"error": "invalid_token", "error_description": "a valid bearer token is required"})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b'Bearer error="invalid_token"'),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body.encode()})
+
+
+def http_app(server: MCPServer, host: str, token: str | None) -> ASGIApp:
+    """The server's streamable HTTP app (at /mcp), behind `BearerAuth` when a token is configured."""
+    app: ASGIApp = server.streamable_http_app(host=host)
+    return BearerAuth(app, token) if token is not None else app
+
+
+async def serve_http(server: MCPServer, host: str, port: int, token: str | None) -> None:
+    """Serve until cancelled. Callers check `check_exposure` first: this binds whatever it is given."""
+    config = uvicorn.Config(
+        http_app(server, host, token), host=host, port=port, log_level=server.settings.log_level.lower()
+    )
+    await uvicorn.Server(config).serve()

@@ -1,0 +1,19 @@
+"""Runtime settings. `backend` is read once per new ComputerSession and then frozen in it."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Settings:
+    backend: str = "playwright_mcp"
+    act_timeout: float = 30.0
+    observe_timeout: float = 30.0
+    lease_timeout: float = 10.0
+    max_sessions: int = 8
+    """Live ComputerSessions at most (each holds a backend, a gateway and a probe); the least recently used idle
+    one is closed to make room."""
+    workdir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
