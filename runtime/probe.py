@@ -72,6 +72,8 @@ class PageProbe:
         self._watch_dialogs = watch_dialogs
         self.dialog: str | None = None
         """"type: message" of the dialog open on the Page, from the Page events of this probe's session."""
+        self.dialog_open = asyncio.Event()
+        """Set while `dialog` is: what an act in progress waits on beside its backend's answer."""
 
     async def _send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         gone = self._target_state()
@@ -140,6 +142,7 @@ class PageProbe:
     async def accept_dialog(self) -> None:
         """Only the `answer_dialogs` sabotage calls this: the runtime never answers a dialog, the user does."""
         self.dialog = None
+        self.dialog_open.clear()
         await self._send("Page.handleJavaScriptDialog", {"accept": True})
 
     async def bring_to_front(self) -> None:
@@ -151,8 +154,10 @@ class PageProbe:
             return
         if method == "Page.javascriptDialogOpening":
             self.dialog = f"{params.get('type', 'dialog')}: {params.get('message', '')}"
+            self.dialog_open.set()
         elif method == "Page.javascriptDialogClosed":
             self.dialog = None
+            self.dialog_open.clear()
 
     async def close(self) -> None:
         self._cdp.unlisten(self._on_event)

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,7 +230,7 @@ class ComputerUseService:
             await asyncio.wait_for(lease.acquire(), self.settings.lease_timeout)
         except TimeoutError:
             raise Refusal(ReasonCode.timeout, "another session is writing to this Page") from None
-        sent = False
+        sent = blocked = False
         try:
             self._recheck(session, args.frame_id)
             if "no_policy" not in self.sabotage:
@@ -241,7 +241,7 @@ class ComputerUseService:
             sent = True
             if "bring_to_front" in self.sabotage:
                 await session.probe.bring_to_front()
-            await asyncio.wait_for(session.backend.act(action, element), self.settings.act_timeout)
+            blocked = not await self._until_stopped(session, session.backend.act(action, element))
         except TimeoutError:
             if "trust_backend" in self.sabotage:
                 return Outcome(ComputerUseResult(status="ok", message="done"))
@@ -259,6 +259,8 @@ class ComputerUseService:
                 self.sessions.spend_frames_of_others(session)
             lease.release()
         try:
+            if blocked:
+                raise Refusal(ReasonCode.needs_user, DIALOG_OPEN)
             outcome = await self._observe_session(session, "interactive", context)
         except Refusal as refusal:
             if refusal.code is ReasonCode.needs_user and "answer_dialogs" in self.sabotage:
@@ -268,6 +270,32 @@ class ComputerUseService:
                 raise Refusal(refusal.code, f"the action was sent, but re-observing failed: {refusal}") from None
         outcome.result.message = f"{action.type} done with backend {session.backend_name}; this is the new frame."
         return outcome
+
+    async def _until_stopped(self, session: ComputerSession, call: Awaitable[None]) -> bool:
+        """Run one backend action, bounded by `act_timeout` and by the Page: a Page whose target is gone, or that a
+        dialog blocks, answers nothing more, and a backend may wait for it (a load, an input ack) until its own
+        timeout. Whichever comes first ends the wait: the answer (True), a dialog (False: the user's turn), the
+        session's end (its refusal), or the bound (TimeoutError). An abandoned action may have partly happened."""
+        action = asyncio.ensure_future(call)
+        stops = [asyncio.ensure_future(session.ended.wait()), asyncio.ensure_future(session.probe.dialog_open.wait())]
+        try:
+            done, _ = await asyncio.wait(
+                {action, *stops}, timeout=self.settings.act_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for stop in stops:
+                stop.cancel()
+            if not action.done():
+                action.cancel()
+                await asyncio.wait({action})
+        if action in done:
+            action.result()
+            return True
+        if session.invalid is not None:
+            raise Refusal(*session.invalid)
+        if session.probe.dialog is not None:
+            return False
+        raise TimeoutError
 
     def _recheck(self, session: ComputerSession, frame_id: str | None) -> None:
         """Under the lease, everything is checked again: while this call waited for it, another call may have

@@ -61,6 +61,8 @@ class ComputerSession:
     """Calls on this session in progress; its resources are closed only once none is."""
     last_used: int = 0
     """The manager's use counter at this session's last call: the least recently used idle session goes first."""
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the session is invalidated: a call in progress on it stops waiting for its backend."""
     closing: bool = False
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once its backend, gateway, probe and work dir are gone."""
@@ -75,3 +77,4 @@ class ComputerSession:
         if self.invalid is None:
             self.invalid = (code, message)
             self.latest = None
+        self.ended.set()

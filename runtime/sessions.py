@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runtime.backend import Backend, BackendConfig
+from runtime.backend import Backend, BackendConfig, BackendError
 from runtime.cdp import CDPConnection, CDPError
 from runtime.gateway import GatewayEvent, ScopedGateway
 from runtime.models import Page
@@ -140,6 +140,12 @@ class SessionManager:
         holder.append(session)
         try:
             await asyncio.wait_for(session.backend.start(), self.settings.observe_timeout)
+        except (TimeoutError, BackendError) as exc:
+            await self._close(session)
+            if isinstance(exc, BackendError) and exc.kind != "timeout":
+                raise
+            # A Page that does not answer (a dialog that opened before anyone listened, a hung script) is not lost.
+            raise Refusal(ReasonCode.timeout, "the Page did not answer while its session started") from None
         except BaseException:
             await self._close(session)
             raise

@@ -192,7 +192,13 @@ class PageRegistry:
 
     async def refresh(self, handles: list[str]) -> None:
         """Read current geometry (by window id) and title/URL (browser-level target list) for these Pages."""
-        infos = {t["targetId"]: t for t in (await self._cdp.send("Target.getTargets"))["targetInfos"]}
+        try:
+            targets = (await self._cdp.send("Target.getTargets"))["targetInfos"]
+        except CDPError:
+            if not self._cdp.closed.is_set():
+                raise
+            targets = []  # the browser is gone, and every Page with it: lost, not a failed request
+        infos = {t["targetId"]: t for t in targets}
         chat = self.chat
         for page in [self.get(h) for h in handles] + ([chat] if chat else []):
             info = infos.get(page.cdp_target_id)

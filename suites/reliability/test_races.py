@@ -148,9 +148,16 @@ async def test_a_queued_act_whose_page_access_is_disabled_while_it_waits_is_refu
 async def test_the_race_checks_catch_a_runtime_that_checks_only_when_a_call_arrives(
     desk: Desk, agent: Agent, fixture_server: FixtureServer, monkeypatch: pytest.MonkeyPatch, race: str
 ) -> None:
-    """The broken part: a service that checks frame and binding when the call arrives and never again under the
-    lease (what the runtime did before the lease re-check)."""
-    monkeypatch.setattr(desk.runtime.service, "_recheck", lambda session, frame_id: None)
+    """The broken part: a service that checks frame and binding when the call arrives and never looks again: not
+    under the lease, and not while the backend acts (what the runtime did before the lease re-check)."""
+    service = desk.runtime.service
+
+    async def only_the_action(session: ComputerSession, call: Awaitable[None]) -> bool:
+        await asyncio.wait_for(call, service.settings.act_timeout)
+        return True
+
+    monkeypatch.setattr(service, "_recheck", lambda session, frame_id: None)
+    monkeypatch.setattr(service, "_until_stopped", only_the_action)
     with pytest.raises(AssertionError):
         await RACES[race](desk, agent, fixture_server)
 
