@@ -40,10 +40,12 @@ $(NPM_STAMP): backends/package.json backends/package-lock.json
 lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check .
 
-# Everything CI proves: lint, then every suite (benchmarks skipped: timings are not pass/fail).
-# BACKEND=name limits the release proofs to one backend.
+# Everything CI proves: lint, then every suite (benchmarks skipped: timings are not pass/fail), on two xdist
+# workers (each with its own Chromium, fixture server and tap: most of a suite's time is spent waiting on them).
+# BACKEND=name limits the release proofs to one backend; WORKERS=1 runs in one process.
+WORKERS ?= 2
 test: setup lint
-	$(PYTEST) suites --benchmark-skip $(if $(BACKEND),--backend $(BACKEND))
+	$(PYTEST) suites --benchmark-skip -n $(WORKERS) $(if $(BACKEND),--backend $(BACKEND))
 
 # docs/parity.md is generated from the parity ledger (suites/parity/ledger.py); `pytest suites/parity` checks it.
 parity-doc: $(VENV_STAMP)

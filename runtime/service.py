@@ -15,7 +15,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from runtime.arguments import ComputerUseArgs
 from runtime.backend import BackendError, Element
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 DIALOG_OPEN = "a dialog is open on the Page; the user must answer it (the runtime never does), then observe again"
 GONE = "the Page's target is gone"
+T = TypeVar("T")
 JOURNAL = 1000
 """Calls the journal keeps (the newest)."""
 
@@ -170,13 +171,16 @@ class ComputerUseService:
         return await self._observe_session(session, args.detail, context)
 
     async def _observe_session(self, session: ComputerSession, detail: str, context: PageContext) -> Outcome:
+        timeout = self.settings.observe_timeout
         try:
-            snapshot = await asyncio.wait_for(session.backend.snapshot(), self.settings.observe_timeout)
+            snapshot = await self._until_stopped(session, session.backend.snapshot(), timeout)
             image = None
             if detail == "visual" or "screenshot_always" in self.sabotage:
-                image = await asyncio.wait_for(session.backend.screenshot(), self.settings.observe_timeout)
+                image = await self._until_stopped(session, session.backend.screenshot(), timeout)
         except TimeoutError:
             raise Refusal(ReasonCode.timeout, "the Page did not answer the observation in time") from None
+        except DialogOpen:
+            raise Refusal(ReasonCode.needs_user, DIALOG_OPEN) from None
         except BackendError as exc:
             raise self._backend_refusal(session, exc) from None
         point_request = (context.turn, context.sequence + 1) if image is not None else None
@@ -241,7 +245,9 @@ class ComputerUseService:
             sent = True
             if "bring_to_front" in self.sabotage:
                 await session.probe.bring_to_front()
-            blocked = not await self._until_stopped(session, session.backend.act(action, element))
+            await self._until_stopped(session, session.backend.act(action, element), self.settings.act_timeout)
+        except DialogOpen:
+            blocked = True  # the action reached the Page, and the Page now waits for the user
         except TimeoutError:
             if "trust_backend" in self.sabotage:
                 return Outcome(ComputerUseResult(status="ok", message="done"))
@@ -271,30 +277,31 @@ class ComputerUseService:
         outcome.result.message = f"{action.type} done with backend {session.backend_name}; this is the new frame."
         return outcome
 
-    async def _until_stopped(self, session: ComputerSession, call: Awaitable[None]) -> bool:
-        """Run one backend action, bounded by `act_timeout` and by the Page: a Page whose target is gone, or that a
-        dialog blocks, answers nothing more, and a backend may wait for it (a load, an input ack) until its own
-        timeout. Whichever comes first ends the wait: the answer (True), a dialog (False: the user's turn), the
-        session's end (its refusal), or the bound (TimeoutError). An abandoned action may have partly happened."""
-        action = asyncio.ensure_future(call)
-        stops = [asyncio.ensure_future(session.ended.wait()), asyncio.ensure_future(session.probe.dialog_open.wait())]
+    async def _until_stopped(self, session: ComputerSession, call: Awaitable[T], timeout: float) -> T:
+        """Run one backend call, bounded by `timeout` and by the Page: a Page whose target is gone, or that a dialog
+        blocks, answers nothing more, and a backend may wait for it (a load, an input ack) until its own timeout.
+        Whichever comes first ends the wait: the answer, a dialog (`DialogOpen`: the user's turn), the session's end
+        (its refusal), or the bound (`TimeoutError`). An abandoned action may have partly happened."""
+        task = asyncio.ensure_future(call)
+        stops = [asyncio.ensure_future(session.ended.wait())]
+        # Only a dialog that opens during the call: one the probe already knew of may have closed a moment ago on
+        # another connection (the user answered it), and if it has not, the backend says so itself.
+        if not session.probe.dialog_open.is_set():
+            stops.append(asyncio.ensure_future(session.probe.dialog_open.wait()))
         try:
-            done, _ = await asyncio.wait(
-                {action, *stops}, timeout=self.settings.act_timeout, return_when=asyncio.FIRST_COMPLETED
-            )
+            done, _ = await asyncio.wait({task, *stops}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for stop in stops:
                 stop.cancel()
-            if not action.done():
-                action.cancel()
-                await asyncio.wait({action})
-        if action in done:
-            action.result()
-            return True
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})
+        if task in done:
+            return task.result()
         if session.invalid is not None:
             raise Refusal(*session.invalid)
-        if session.probe.dialog is not None:
-            return False
+        if len(stops) > 1 and stops[1] in done:
+            raise DialogOpen(session.probe.dialog or "dialog")
         raise TimeoutError
 
     def _recheck(self, session: ComputerSession, frame_id: str | None) -> None:

@@ -152,9 +152,8 @@ async def test_the_race_checks_catch_a_runtime_that_checks_only_when_a_call_arri
     under the lease, and not while the backend acts (what the runtime did before the lease re-check)."""
     service = desk.runtime.service
 
-    async def only_the_action(session: ComputerSession, call: Awaitable[None]) -> bool:
-        await asyncio.wait_for(call, service.settings.act_timeout)
-        return True
+    async def only_the_action(session: ComputerSession, call: Awaitable[object], timeout: float) -> object:
+        return await asyncio.wait_for(call, timeout)
 
     monkeypatch.setattr(service, "_recheck", lambda session, frame_id: None)
     monkeypatch.setattr(service, "_until_stopped", only_the_action)
