@@ -24,6 +24,7 @@ from lab.tap import CDPTap
 from lab.workspace import LabPage, Workspace
 from runtime.gateway import ScopedGateway
 from runtime.gateway.policy import FORWARD, Policy, Verdict
+from suites.gateway.conftest import clients  # noqa: F401  (the same fixture: raw clients closed after the test)
 
 HTTP_TIMEOUT = aiohttp.ClientTimeout(total=10)
 
@@ -83,15 +84,6 @@ async def raw_client(endpoint: str) -> CDPClient:
 
 async def attach(client: CDPClient, target_id: str) -> str:
     return (await client.send("Target.attachToTarget", {"targetId": target_id, "flatten": True}))["sessionId"]
-
-
-@pytest.fixture
-async def clients() -> AsyncIterator[list[CDPClient]]:
-    """Raw clients a test opened; closed after it."""
-    opened: list[CDPClient] = []
-    yield opened
-    for client in opened:
-        await client.close()
 
 
 @pytest.fixture
