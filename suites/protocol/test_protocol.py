@@ -35,6 +35,15 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+async def until_serving(process: asyncio.subprocess.Process) -> None:
+    """Return once `computer-use serve --transport http` says on stderr that uvicorn listens: an event, not a delay."""
+    assert process.stderr is not None
+    while line := await process.stderr.readline():
+        if b"Uvicorn running" in line or b"Application startup complete" in line:
+            return
+    raise RuntimeError("computer-use serve exited before listening")
+
+
 async def _no_token_call(client: Client) -> ComputerUseResult:
     raw = await client.call_tool("computer_use", {"command": "list_pages"})
     assert raw.is_error
@@ -118,14 +127,7 @@ async def http_server(served_endpoint: str, tmp_path: Path) -> AsyncIterator[str
     )
     assert process.stderr is not None
     try:
-        # uvicorn says so on stderr once it is listening: an event, not a delay.
-        async def listening() -> None:
-            while line := await process.stderr.readline():  # type: ignore[union-attr]
-                if b"Uvicorn running" in line or b"Application startup complete" in line:
-                    return
-            raise RuntimeError("computer-use serve exited before listening")
-
-        await asyncio.wait_for(listening(), 30)
+        await asyncio.wait_for(until_serving(process), 30)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()

@@ -33,6 +33,7 @@ from mcp.shared.exceptions import MCPError
 from lab.tap import CDPTap
 from runtime.app import Runtime
 from runtime.mcp.http import TOKEN_ENV, BearerAuth
+from suites.protocol.test_protocol import until_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVE = [sys.executable, "-m", "runtime.cli", "serve", "--transport", "http"]
@@ -161,13 +162,7 @@ async def cli_server(tmp_path: Path, cdp_endpoint: str, host: str, *args: str, *
     assert process.stderr is not None
     try:
 
-        async def listening() -> None:
-            while line := await process.stderr.readline():  # type: ignore[union-attr]
-                if b"Uvicorn running" in line or b"Application startup complete" in line:
-                    return
-            raise RuntimeError("computer-use serve exited before listening")
-
-        await asyncio.wait_for(listening(), WAIT)
+        await asyncio.wait_for(until_serving(process), WAIT)
         cmdline = await asyncio.to_thread(Path(f"/proc/{process.pid}/cmdline").read_bytes)
         yield f"http://{host}:{port}/mcp", cmdline.decode(errors="replace")
     finally:
