@@ -58,6 +58,9 @@ REFUSALS_KEPT = 10_000
 """Bound on `ScopedGateway.refusals`: a page can make a gateway refuse requests as fast as it can send them, so
 past this many the oldest half is dropped (a few MB at most)."""
 
+LOADERS_KEPT = 4096
+"""Bound on the frames per client whose loader the gateway remembers (`_lifecycle`)."""
+
 EventKind = Literal["popup", "crashed", "destroyed", "detached", "upstream_lost"]
 
 
@@ -123,6 +126,8 @@ class _Client:
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     auto_attached: bool = False
     send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    loaders: dict[tuple[str | None, str], str] = field(default_factory=dict)
+    """(sessionId, frameId) → the loaderId whose `init` lifecycle event the client has seen (see `_lifecycle`)."""
 
 
 class ScopedGateway:
@@ -433,6 +438,8 @@ class ScopedGateway:
                 if "id" in message:
                     await self._on_answer(client, message)
                 elif self._allow_event(client, message):
+                    if message.get("method") == "Page.lifecycleEvent" and (init := self._lifecycle(client, message)):
+                        await self._send(client, init)
                     await self._send(client, frame.data)
 
         client_task = asyncio.create_task(from_client())
@@ -575,6 +582,37 @@ class ScopedGateway:
             # The browser's root session: everything else there is browser-wide (downloads of any page, …).
             return method.startswith("Inspector.")
         return True
+
+    @staticmethod
+    def _lifecycle(client: _Client, message: dict[str, Any]) -> str | None:
+        """The `init` lifecycle event Chromium did not send before this one, if any.
+
+        Protocol quirk: `Page.setLifecycleEventsEnabled` on an already loaded document replays `commit`,
+        `DOMContentLoaded`, `load`, ... but not `init`, and Puppeteer takes a frame's loaderId from `init` only.
+        Every frame of a page the backend attached to late then has loaderId "", and chrome-devtools-mcp keys its
+        uids on `loaderId_backendNodeId`: backend node ids are numbered per renderer process, so a node of the page
+        and a node of a cross-site iframe can get the same uid, and a click on it lands on whichever came last.
+        Sending the missing `init` (same frame, same loader) first gives every frame its real loaderId. Clients
+        that ignore `init` (Playwright, our own adapter) are unaffected; a real navigation sends its own."""
+        params = message.get("params") or {}
+        frame, loader = params.get("frameId"), params.get("loaderId")
+        if not isinstance(frame, str) or not isinstance(loader, str):
+            return None
+        key = (message.get("sessionId"), frame)
+        seen = client.loaders.get(key)
+        if params.get("name") == "init" or seen == loader:
+            client.loaders[key] = loader
+            return None
+        client.loaders[key] = loader
+        if len(client.loaders) > LOADERS_KEPT:  # a page can make frames without end
+            del client.loaders[next(iter(client.loaders))]
+        init: dict[str, Any] = {
+            "method": "Page.lifecycleEvent",
+            "params": {"frameId": frame, "loaderId": loader, "name": "init", "timestamp": params.get("timestamp", 0)},
+        }
+        if message.get("sessionId") is not None:
+            init["sessionId"] = message["sessionId"]
+        return json.dumps(init)
 
     # -- the gateway's own watch on the bound target -----------------------------------------------------------
 

@@ -25,7 +25,8 @@ from fixtures_sites.server import FixtureServer
 from lab.tap import BROWSER, CDPTap
 from lab.tokens import count_text, image_size
 from lab.workspace import LabPage, Workspace
-from runtime.backend import BackendConfig, BackendError, Element
+from runtime.backend import BackendConfig, BackendError, Element, Snapshot
+from runtime.gateway import ScopedGateway
 from runtime.models import Action
 from suites.backends.conftest import MakeCDM, cancel_a_held_navigation_then_navigate_again
 
@@ -172,20 +173,47 @@ async def test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_token
     assert ours * 4 < raw_tokens
 
 
-@pytest.mark.parametrize("bound_page", ["/frames/"], indirect=True)
-@pytest.mark.req("adapter:unique-refs", "frames:iframe-refs")
-async def test_a_uid_the_upstream_gives_two_nodes_is_never_offered_as_a_ref(
-    cdm: ChromeDevToolsMCPBackend, bound_page: LabPage
-) -> None:
+async def uids_of_the_frames_page(cdm: ChromeDevToolsMCPBackend) -> tuple[Counter[str], Snapshot]:
     raw = await cdm.client.call("take_snapshot", {"pageId": PAGE_ID})  # type: ignore[union-attr]
     uids = Counter(node["id"] for node in nodes_of(raw.structured_content["snapshot"]))  # type: ignore[index]
-    snapshot = parse_snapshot(raw.structured_content, "")
+    return uids, parse_snapshot(raw.structured_content, "")
 
-    refs = {e.ref for e in snapshot.elements}
-    assert not refs & {uid for uid, n in uids.items() if n > 1}
-    assert all(uids[ref] == 1 for ref in refs)
+
+@pytest.mark.parametrize("bound_page", ["/frames/"], indirect=True)
+@pytest.mark.req("adapter:unique-refs", "frames:iframe-refs")
+async def test_every_control_of_a_page_and_its_cross_site_iframe_gets_a_uid_of_its_own(
+    cdm: ChromeDevToolsMCPBackend,
+) -> None:
+    uids, snapshot = await uids_of_the_frames_page(cdm)
+
+    assert [uid for uid, n in uids.items() if n > 1] == []
+    assert "(not addressable)" not in snapshot.text
+    for role, name in (("textbox", "Order number"), ("checkbox", "Text me delivery updates"), ("button", "Send")):
+        assert by_name(snapshot.elements, role, name).ref
     assert "Chat with Northwind support" in snapshot.text  # the cross-site iframe is read
-    assert any(e.name == "Send" for e in snapshot.elements) or "button Send (not addressable)" in snapshot.text
+
+
+class NoInitGateway(ScopedGateway):
+    """A deliberately broken gateway (negative control only): it forwards lifecycle events as Chromium sends them."""
+
+    @staticmethod
+    def _lifecycle(client: object, message: object) -> None:
+        return None
+
+
+@pytest.mark.negative_control
+@pytest.mark.parametrize("bound_page", ["/frames/"], indirect=True)
+@pytest.mark.req("adapter:unique-refs", "frames:iframe-refs")
+async def test_without_the_gateways_init_event_the_upstream_gives_one_uid_to_two_frames_nodes(
+    make_cdm: MakeCDM,
+) -> None:
+    # The Page loaded before the upstream attached, so Chromium never sends `init`: every frame's loaderId is "",
+    # and the upstream's uid key (loaderId_backendNodeId) collides across the page's and the iframe's processes.
+    uids, snapshot = await uids_of_the_frames_page(await make_cdm(gateway_class=NoInitGateway))
+
+    assert [uid for uid, n in uids.items() if n > 1]
+    assert "(not addressable)" in snapshot.text  # the parser still refuses to offer such a uid
+    assert not {e.ref for e in snapshot.elements} & {uid for uid, n in uids.items() if n > 1}
 
 
 # -- failures ------------------------------------------------------------------------------------------------------

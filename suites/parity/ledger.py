@@ -239,9 +239,10 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "frames:iframe-refs",
         "DESIGN §5 (frames scenario)",
         "every control of the Page and of its cross-origin iframe gets a ref",
-        divergences={
-            CDM: "uids collide across cross-site iframes (each frame numbers its own nodes); a uid given to two "
-            'nodes is dropped as "(not addressable)" rather than risk acting on the wrong one',
+        notes={
+            CDM: "the upstream keys uids on loaderId_backendNodeId and takes loaderIds from `init` lifecycle events, "
+            "which Chromium does not replay for a loaded Page; the gateway sends the missing `init`. A uid still "
+            'given to two nodes is dropped as "(not addressable)" rather than risk acting on the wrong one',
         },
     ),
     # -- actions -----------------------------------------------------------------------------------------------

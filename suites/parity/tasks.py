@@ -486,8 +486,7 @@ def differences(
 ) -> list[str]:
     """Every outcome that differs between backends and is not excused by a declared divergence.
 
-    A divergence excuses a step; it does not demand a difference: some are not deterministic (chrome-devtools-mcp's
-    uid collisions depend on the order frames are numbered in). Deterministic divergences are pinned by
+    A divergence excuses a step; it does not demand a difference. Deterministic divergences are pinned by
     `test_divergent_actions.py`, which expects the refusal and fails when a backend starts to act instead.
 
     `divergences` is {requirement id: {backend: reason}} (default: the parity ledger's). Totals (writes, attacker
