@@ -5,6 +5,7 @@ frames, verification) is the runtime's.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,20 @@ def _alive() -> str | None:
     return None
 
 
+NODE_BIN_ENV = "COMPUTER_USE_NODE_BIN"
+
+
+def node_bin() -> Path:
+    """Where the pinned npm MCP servers are: `$COMPUTER_USE_NODE_BIN`, else a checkout's `backends/node_modules/.bin`.
+
+    A wheel does not carry the npm servers (they are installed by `npm ci` from backends/package-lock.json), so an
+    installed runtime is told where a pinned install lives."""
+    explicit = os.environ.get(NODE_BIN_ENV, "").strip()
+    if explicit:
+        return Path(explicit)
+    return Path(__file__).resolve().parent.parent / "backends" / "node_modules" / ".bin"
+
+
 @dataclass(frozen=True)
 class BackendConfig:
     """What a backend is given: a CDP endpoint that shows it exactly the bound Page, a private folder, and the
@@ -55,7 +70,7 @@ class BackendConfig:
     cdp_endpoint: str
     workdir: Path
     target_state: Callable[[], str | None] = _alive
-    node_bin: Path = field(default=Path(__file__).resolve().parent.parent / "backends" / "node_modules" / ".bin")
+    node_bin: Path = field(default_factory=lambda: node_bin())
 
 
 class BackendError(Exception):

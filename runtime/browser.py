@@ -17,7 +17,6 @@ from pathlib import Path
 
 EXECUTABLES = ("/usr/lib/chromium/chromium", "/usr/bin/chromium")
 FLAGS = (
-    "--headless",
     "--no-sandbox",
     "--disable-gpu",
     "--disable-quic",
@@ -41,13 +40,14 @@ class PrivateChromium:
         self.endpoint = endpoint
 
     @classmethod
-    async def launch(cls, timeout: float = 30.0) -> PrivateChromium:
+    async def launch(cls, timeout: float = 30.0, *, headless: bool = True) -> PrivateChromium:
         executable = os.environ.get("CHROMIUM") or next((e for e in EXECUTABLES if os.access(e, os.X_OK)), None)
         if executable is None:
             raise RuntimeError("Chromium not found: install Debian's chromium or set CHROMIUM")
         profile = Path(tempfile.mkdtemp(prefix="computer-use-"))
         process = await asyncio.create_subprocess_exec(
             executable,
+            *(("--headless",) if headless else ()),
             *FLAGS,
             f"--user-data-dir={profile}",
             "about:blank",

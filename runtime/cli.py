@@ -6,6 +6,10 @@ answers every call with `invalid_capability` — by design, a third-party client
 
 Over HTTP on anything but loopback it also needs `--allow-remote` and a bearer token (see `runtime.mcp.http`);
 with a token configured, every request without `Authorization: Bearer <token>` gets 401.
+
+Other packages add subcommands through the entry-point group `computer_use.commands`: each entry point is a
+function `register(subparsers) -> None` that adds its parser and sets `func(args) -> int` on it (the host app's
+`computer-use app` comes in this way, so the runtime never imports the host).
 """
 
 from __future__ import annotations
@@ -15,12 +19,16 @@ import asyncio
 import contextlib
 import logging
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from runtime.app import Runtime
 from runtime.browser import PrivateChromium
 from runtime.mcp.http import TOKEN_ENV, ExposureRefused, check_exposure, read_token, serve_http
 from runtime.service import Settings
+
+COMMANDS = "computer_use.commands"
+"""The entry-point group of further subcommands (see the module docstring)."""
 
 
 async def serve(args: argparse.Namespace, token: str | None) -> None:
@@ -59,7 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--cdp-endpoint", help="a browser's CDP endpoint, e.g. http://127.0.0.1:9222")
     source.add_argument("--launch", action="store_true", help="launch a private headless Chromium")
     run.add_argument("--backend", default="playwright_mcp", help="backend for new ComputerSessions")
+    for command in entry_points(group=COMMANDS):
+        command.load()(commands)
     args = parser.parse_args(argv)
+    if args.command != "serve":
+        return args.func(args)
     token = None
     if args.transport == "http":
         try:

@@ -121,10 +121,14 @@ class ComputerUseService:
             else:
                 session = self.sessions.acquire(args.computer_session_id or "", context)
             if args.command == "observe":
-                return await self._observe(session, args, context)
-            if args.command == "act":
-                return await self._act(session, args, context)
-            return await self._verify(session, args.assertion)  # type: ignore[arg-type]
+                outcome = await self._observe(session, args, context)
+            elif args.command == "act":
+                outcome = await self._act(session, args, context)
+            else:
+                outcome = await self._verify(session, args.assertion)  # type: ignore[arg-type]
+            if outcome.result.computer_session_id == session.id:
+                outcome.result.backend = session.backend_name
+            return outcome
         except Refusal as refusal:
             return Outcome(ComputerUseResult.fail(refusal.code, str(refusal)))
         except Exception as exc:

@@ -27,7 +27,7 @@ class Action(BaseModel):
     values: list[str] | None = Field(None, description="select: option values or labels.")
     url: str | None = Field(None, description="navigate: absolute http(s) URL.")
     direction: Literal["up", "down", "left", "right"] | None = None
-    x: float | None = Field(None, description="Viewport CSS px; only right after detail=visual.")
+    x: float | None = Field(None, description="Viewport CSS px.")
     y: float | None = None
 
     @model_validator(mode="after")

@@ -19,6 +19,7 @@ class ComputerUseResult(BaseModel):
     hint: str | None = Field(None, description="What to call next.")
     pages: list[PageInfo] | None = Field(None, description="list_pages: the Pages authorized for this request.")
     computer_session_id: str | None = None
+    backend: str | None = None  # the backend the session froze at its first observe
     frame_id: str | None = Field(None, description="The latest frame; act must carry it.")
     page: PageInfo | None = None
     observation: str | None = Field(
