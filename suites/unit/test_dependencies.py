@@ -13,7 +13,11 @@ pytestmark = pytest.mark.req("unit:dependencies")
 ROOT = Path(__file__).resolve().parents[2]
 # uvicorn arrives with mcp (its streamable HTTP server); the bearer check wraps that server
 RUNTIME_MAY_IMPORT = {"mcp", "mcp_types", "pydantic", "aiohttp", "uvicorn", "runtime", "backends"}
-LAB_MAY_NOT_IMPORT = {"runtime", "backends"}
+LAB_MAY_NOT_IMPORT = {"runtime", "backends", "host"}
+HOST_MAY_NOT_IMPORT = {"backends", "lab", "fixtures_sites", "suites"}
+"""The host uses the runtime's public API only; the provider SDKs (and httpx2, their transport, whose timeout
+errors they let through) are optional extras it imports lazily."""
+HOST_MAY_IMPORT = RUNTIME_MAY_IMPORT - {"backends"} | {"host", "anthropic", "openai", "httpx2"}
 
 
 def imports(folder: str) -> dict[str, set[str]]:
@@ -47,6 +51,18 @@ def test_the_backends_import_only_what_the_runtime_may() -> None:
 def test_the_instruments_never_import_what_they_measure() -> None:
     leaks = {n: w for n, w in imports("lab").items() if n in LAB_MAY_NOT_IMPORT}
     assert not leaks, f"lab/ imports {leaks}"
+
+
+def test_the_runtime_never_imports_the_host() -> None:
+    assert "host" not in imports("runtime"), f"runtime/ imports host: {imports('runtime')['host']}"
+
+
+def test_the_host_imports_the_runtime_and_never_a_backend_or_the_lab() -> None:
+    found = imports("host")
+    leaks = {n: w for n, w in found.items() if n in HOST_MAY_NOT_IMPORT}
+    extra = {n: w for n, w in third_party(found).items() if n not in HOST_MAY_IMPORT | HOST_MAY_NOT_IMPORT}
+    assert not leaks, f"host/ imports {leaks}"
+    assert not extra, f"host/ imports {extra}"
 
 
 @pytest.mark.negative_control

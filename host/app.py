@@ -1,0 +1,445 @@
+"""`computer-use app` in-process: the runtime, its MCP server on streamable HTTP, the console, the chat Page and the
+agent loop, started and stopped together.
+
+The agent loop reaches the runtime the way any MCP client would — over HTTP, through the app's own MCP URL — with
+the first-party adapter attaching a token the app mints per call; there is no in-process shortcut on that path.
+The app's own browser work is the window manager's: it creates the console's and the Pages' windows, gives them
+real bounds (so the relation the registry computes from geometry is the placement the user chose), and registers
+them. Keeping the Pages list current reads browser-level CDP only (target infos, window bounds by window id), so
+the console's liveliness never touches a Page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from mcp import Client
+
+from host.providers import make_provider
+from host.providers.base import Provider, ProviderError, ToolSpec
+from host.server import DEMO_TITLE, ConsoleServer, DemoServer, EventLog
+from host.settings import BACKENDS, HostSettings, InvalidSetting, SettingsStore, default_config_dir, validate
+from host.turns import Conversation, Refused, clip
+from runtime.app import Runtime
+from runtime.browser import PrivateChromium
+from runtime.cdp import CDPError
+from runtime.client import HostedClient
+from runtime.mcp.http import http_app
+from runtime.models import Page
+from runtime.service import Settings
+
+log = logging.getLogger(__name__)
+
+PLACEMENTS = ("left", "right", "above", "below")
+CHAT_BOUNDS = {"left": 760, "top": 0, "width": 760, "height": 900}
+"""Where the console window opens; Pages open beside it, one chat-sized slot further out per Page on that side."""
+
+DEMO_SCRIPT = Path(__file__).resolve().parent / "scripts" / "demo.json"
+DEMO_MESSAGE = "Please subscribe me to the newsletter on the demo Page."
+READY_TIMEOUT = 30.0
+"""Seconds the app waits for each part to come up (MCP connection, the console's first subscription)."""
+
+MAX_URL = 2000
+TITLE_READS = 100
+TITLE_INTERVAL = 0.1
+"""How often, and how many times, a new Page's title is read while it loads (10 s at most)."""
+
+
+def choose_provider(environ: Mapping[str, str] | None = None) -> str:
+    """The default provider: anthropic if its key is set, else openai if its key is set, else the script provider."""
+    env = os.environ if environ is None else environ
+    if env.get("ANTHROPIC_API_KEY", "").strip():
+        return "anthropic"
+    if env.get("OPENAI_API_KEY", "").strip():
+        return "openai"
+    return "script"
+
+
+@dataclass
+class AppConfig:
+    cdp_endpoint: str | None = None
+    """Attach to this browser (`http://127.0.0.1:PORT`); None launches a private Chromium."""
+    mcp_port: int = 18100
+    console_port: int = 0
+    provider: str | None = None
+    """anthropic | openai | script; None chooses by the keys set (see `choose_provider`)."""
+    model: str | None = None
+    script: Path | None = None
+    base_url: str | None = None
+    backend: str | None = None
+    """Overrides the saved backend setting for this run (not saved)."""
+    config_dir: Path | None = None
+    console_dir: Path | None = None
+    """Console static files from elsewhere (the suites' deliberately broken variants); None: the packaged ones."""
+    open_console: bool = True
+    headless: bool = True
+    demo: bool = False
+
+
+class StartError(Exception):
+    """The app could not start as configured; the message says what to change."""
+
+
+class _MCPServer(uvicorn.Server):
+    """uvicorn without its own signal handling: the app owns SIGINT/SIGTERM and stops its parts in order."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):  # type: ignore[override]
+        yield
+
+
+class HostApp:
+    """The parts of the app, by class: a subclass swaps one for a variant (the suites' broken ones)."""
+
+    console_class: type[ConsoleServer] = ConsoleServer
+    conversation_class: type[Conversation] = Conversation
+    client_class: type[HostedClient] = HostedClient
+
+    def __init__(self, config: AppConfig) -> None:
+        self.config = config
+        self.events = EventLog()
+        self.settings_store = SettingsStore(config.config_dir or default_config_dir(), BACKENDS)
+        self.console = self.console_class(self, self.events, config.console_dir)
+        self.demo: DemoServer | None = None
+        self.runtime: Runtime
+        self.conversation: Conversation
+        self.chat_page: Page | None = None
+        self.mcp_url = ""
+        self._chromium: PrivateChromium | None = None
+        self._runtime: Runtime | None = None
+        self._mcp_server: _MCPServer | None = None
+        self._mcp_task: asyncio.Task[None] | None = None
+        self._client_task: asyncio.Task[None] | None = None
+        self._client_stop = asyncio.Event()
+        self._conversation: Conversation | None = None
+        self._windows: list[str] = []  # targets the app created, closed with it when the browser is not its own
+        self._refreshing: asyncio.Task[None] | None = None
+        self._refresh_again = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._notices: list[str] = []
+        self._shown_pages: list[dict[str, Any]] | None = None
+
+    @property
+    def console_url(self) -> str:
+        return self.console.url
+
+    @classmethod
+    async def start(cls, config: AppConfig) -> HostApp:
+        """Start every part; returns once MCP listens and the console Page is registered (and its script runs)."""
+        app = cls(config)
+        try:
+            await app._start()
+        except BaseException:
+            await app.close()
+            raise
+        return app
+
+    async def _start(self) -> None:
+        config = self.config
+        saved, notice = self.settings_store.load()
+        if notice:
+            self._notices.append(notice)
+        try:
+            backend = validate(config.backend, BACKENDS) if config.backend is not None else saved.backend
+        except InvalidSetting as exc:
+            raise StartError(str(exc)) from None
+        if config.cdp_endpoint is None:
+            self._chromium = await PrivateChromium.launch(headless=config.headless)
+        endpoint = self._chromium.endpoint if self._chromium else config.cdp_endpoint
+        self._runtime = self.runtime = await Runtime.connect(endpoint, settings=Settings(backend=backend))
+        client = await self._serve_mcp()
+        tools = [
+            ToolSpec(tool.name, tool.description or "", dict(tool.input_schema))
+            for tool in (await client.list_tools()).tools
+        ]
+        provider: Provider | None = None
+        try:
+            provider = self.build_provider()
+        except ProviderError as error:
+            self._notices.append(error.message)
+        self._conversation = self.conversation = self.conversation_class(
+            host=self.runtime.host,
+            registry=self.runtime.registry,
+            client=self.client_class(client),
+            tools=tools,
+            provider=provider,
+            provider_factory=self.build_provider,
+            emit=self.events.publish,
+            on_provider_request=self._publish_pages,
+        )
+        self.runtime.registry.listen(self._on_page_event)
+        self.runtime.cdp.listen(self._on_cdp_event)
+        await self.console.start(config.console_port)
+        self._publish_settings()
+        self._publish_pages()
+        self.events.publish({"type": "turn", "state": "idle"})
+        self.events.publish({"type": "notice", "text": " ".join(self._notices)})
+        if config.open_console:
+            await self._open_console()
+        if config.demo:
+            self.demo = await DemoServer().start()
+            page = await self.open_page(self.demo.url, "left")
+            if not await self._until_titled(page) or DEMO_TITLE not in page.title:
+                raise StartError(f"the demo Page did not load (title {page.title!r})")  # the script needs its title
+            await self.send_message(DEMO_MESSAGE, [page.registry_page_id])
+
+    def build_provider(self) -> Provider:
+        """The configured provider; `ProviderError` (a missing key, say) when it cannot be made."""
+        config = self.config
+        name = "script" if config.demo else config.provider or choose_provider()
+        script = DEMO_SCRIPT if config.demo else config.script
+        return make_provider(name, model=config.model, script=script, base_url=config.base_url)
+
+    async def _serve_mcp(self) -> Any:
+        """Serve the runtime's MCP tool on 127.0.0.1 and open the app's own client connection to it."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # restart despite TIME_WAIT, as uvicorn does
+            sock.bind(("127.0.0.1", self.config.mcp_port))
+            sock.listen(128)  # connections queue from here on, before uvicorn accepts: no wait for it to be up
+        except OSError as exc:
+            sock.close()
+            raise StartError(f"cannot serve MCP on 127.0.0.1:{self.config.mcp_port}: {exc.strerror}") from None
+        self.mcp_url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        config = uvicorn.Config(
+            http_app(self.runtime.server, "127.0.0.1", None),
+            log_level="warning",
+            timeout_graceful_shutdown=2,
+        )
+        self._mcp_server = _MCPServer(config)
+        self._mcp_task = asyncio.create_task(self._mcp_server.serve(sockets=[sock]))
+        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        # The connection lives in a task of its own: anyio's cancel scopes must be left by the task entering them.
+        self._client_task = asyncio.create_task(self._hold_client(ready))
+        done, _ = await asyncio.wait(
+            {ready, self._client_task, self._mcp_task}, timeout=READY_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+        )
+        if ready not in done:
+            for task in done:
+                task.result()  # raise why it ended
+            raise StartError(f"no MCP connection to {self.mcp_url} within {READY_TIMEOUT:g}s")
+        return ready.result()
+
+    async def _hold_client(self, ready: asyncio.Future[Client]) -> None:
+        async with Client(self.mcp_url, mode="legacy") as client:
+            ready.set_result(client)
+            await self._client_stop.wait()
+
+    # -- windows and Pages ----------------------------------------------------------------------------------
+
+    async def _open_console(self) -> None:
+        target, window = await self._window(self.console.url, CHAT_BOUNDS, background=False)
+        self.chat_page = await self.runtime.registry.register(target, window, workspace="main", is_chat=True)
+        try:
+            await asyncio.wait_for(self.console.subscribed.wait(), READY_TIMEOUT)
+        except TimeoutError:
+            raise StartError(f"the console did not load within {READY_TIMEOUT:g}s") from None
+
+    async def open_page(self, url: str, placement: str = "right") -> Page:
+        """Open `url` as a new Page in a new window `placement` of the chat (real bounds) and register it."""
+        if placement not in PLACEMENTS:
+            raise Refused(f"placement is one of {', '.join(PLACEMENTS)}", 400)
+        if len(url) > MAX_URL or not url.startswith(("http://", "https://")):
+            raise Refused(f"open an http:// or https:// URL (at most {MAX_URL} characters)", 400)
+        bounds = await self._slot(placement)
+        target, window = await self._window(url, bounds, background=True)
+        page = await self.runtime.registry.register(target, window, workspace="main")
+        task = asyncio.create_task(self._until_titled(page))  # the Pages list shows the title once there is one
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return page
+
+    async def _slot(self, placement: str) -> dict[str, int]:
+        """The next free chat-sized slot on that side of the chat, from the chat's real bounds."""
+        chat = dict(CHAT_BOUNDS)
+        if self.chat_page is not None:
+            raw = await self.runtime.cdp.send("Browser.getWindowBounds", {"windowId": self.chat_page.window_id})
+            chat = {key: raw["bounds"].get(key, chat[key]) for key in chat}
+        registry = self.runtime.registry
+        if self.chat_page is not None:
+            taken = sum(
+                1
+                for page in registry.pages()
+                if not page.is_chat and not registry.is_lost(page) and registry.info(page).relation == placement
+            )
+        else:
+            taken = 0
+        step = taken + 1
+        width, height = chat["width"], chat["height"]
+        left, top = chat["left"], chat["top"]
+        if placement == "left":
+            left -= width * step
+        elif placement == "right":
+            left += width * step
+        elif placement == "above":
+            top -= height * step
+        else:
+            top += height * step
+        return {"left": left, "top": top, "width": width, "height": height}
+
+    async def _window(self, url: str, bounds: dict[str, int], *, background: bool) -> tuple[str, int]:
+        cdp = self.runtime.cdp
+        created = await cdp.send(
+            "Target.createTarget", {"url": url, "newWindow": True, "background": background, **bounds}
+        )
+        target = created["targetId"]
+        self._windows.append(target)
+        window = (await cdp.send("Browser.getWindowForTarget", {"targetId": target}))["windowId"]
+        await cdp.send("Browser.setWindowBounds", {"windowId": window, "bounds": bounds})
+        return target, window
+
+    async def _until_titled(self, page: Page) -> bool:
+        """Re-read the Page's title until its document has one, bounded; True once it has.
+
+        Chromium announces a target's URL but not the title its document sets, so this reads the target list
+        (browser-level: never a call on the Page) a few times while the Page loads."""
+        registry = self.runtime.registry
+        for _ in range(TITLE_READS):
+            try:
+                await registry.refresh([page.registry_page_id])
+            except (CDPError, TimeoutError):
+                return False
+            if page.title and page.title not in (page.url, page.url.split("://", 1)[-1]):
+                self._publish_pages()
+                return True
+            await asyncio.sleep(TITLE_INTERVAL)
+        return False
+
+    # -- keeping the console current ------------------------------------------------------------------------
+
+    def _on_page_event(self, page: Page, what: str) -> None:
+        if page.is_chat and what == "lost" and self._conversation is not None:
+            self._conversation.chat_closed()
+        if what == "registered":
+            self._schedule_refresh()
+        self._publish_pages()
+
+    def _on_cdp_event(self, method: str, params: dict[str, Any], session_id: str | None) -> None:
+        if session_id is None and method == "Target.targetInfoChanged":
+            target = (params.get("targetInfo") or {}).get("targetId")
+            if any(page.cdp_target_id == target for page in self.runtime.registry.pages()):
+                self._schedule_refresh()
+
+    def _schedule_refresh(self) -> asyncio.Task[None]:
+        """One refresh at a time; changes during it are picked up by one more round."""
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.create_task(self._refresh())
+        else:
+            self._refresh_again = True
+        return self._refreshing
+
+    async def _refresh(self) -> None:
+        registry = self.runtime.registry
+        while True:
+            self._refresh_again = False
+            live = [p.registry_page_id for p in registry.pages() if not p.is_chat and not registry.is_lost(p)]
+            try:
+                await registry.refresh(live)
+            except (CDPError, TimeoutError):
+                return  # the browser is going away; the next event or request refreshes again
+            self._publish_pages()
+            if not self._refresh_again:
+                return
+
+    def _publish_pages(self) -> None:
+        registry = self.runtime.registry
+        pages = []
+        for page in registry.pages():
+            if page.is_chat or registry.is_lost(page):
+                continue
+            info = registry.info(page)
+            pages.append(
+                {
+                    "handle": info.handle,
+                    "relation": info.relation,
+                    "title": clip(info.title, 200),
+                    "url": clip(info.url, 500),
+                    "access": page.access_enabled,
+                }
+            )
+        if pages != self._shown_pages:  # most target changes (a load, a title) change nothing the console shows
+            self._shown_pages = pages
+            self.events.publish({"type": "pages", "pages": pages})
+
+    def _publish_settings(self) -> None:
+        backend = self.runtime.service.settings.backend
+        self.events.publish({"type": "settings", "backend": backend, "backends": list(BACKENDS)})
+
+    # -- the console's actions ------------------------------------------------------------------------------
+
+    async def send_message(self, text: str, pages: list[str]) -> None:
+        self.conversation.send(text, pages)
+
+    async def decide(self, decision: str) -> None:
+        self.conversation.decide(decision)
+
+    async def set_backend(self, backend: str) -> None:
+        """The backend for new ComputerSessions from now on (live sessions keep theirs), saved for the next run."""
+        try:
+            validate(backend, BACKENDS)
+        except InvalidSetting as exc:
+            raise Refused(str(exc), 400) from None
+        self.runtime.service.settings.backend = backend
+        self._publish_settings()
+        try:
+            self.settings_store.save(HostSettings(backend=backend))
+        except OSError as exc:
+            self.events.publish(
+                {"type": "notice", "text": f"The backend is set for this run but could not be saved: {exc.strerror}."}
+            )
+
+    async def set_access(self, handle: str, enabled: bool) -> None:
+        page = next((p for p in self.runtime.registry.pages() if p.registry_page_id == handle), None)
+        if page is None or page.is_chat:
+            raise Refused(f"{clip(handle, 40)} is not a Page of this app", 404)
+        self.runtime.registry.set_access(handle, enabled)
+        self._publish_pages()
+
+    async def open_url(self, url: str, placement: str) -> None:
+        try:
+            await self.open_page(url, placement)
+        except CDPError as exc:
+            raise Refused(f"the browser could not open it: {clip(exc, 200)}", 502) from None
+
+    async def refresh_pages(self) -> None:
+        await self._schedule_refresh()
+
+    # -- stopping -------------------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Stop everything this app started, in order; safe to call on a partly started app."""
+        if self._conversation is not None:
+            await self._conversation.close()
+        for task in [*self._tasks, self._refreshing]:
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await self.console.close()
+        if self.demo is not None:
+            await self.demo.close()
+        self._client_stop.set()
+        if self._client_task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._client_task, 10)
+        if self._mcp_server is not None and self._mcp_task is not None:
+            self._mcp_server.should_exit = True
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._mcp_task, 10)
+        if self._runtime is not None:
+            if self._chromium is None:
+                for target in self._windows:
+                    with contextlib.suppress(CDPError, TimeoutError):
+                        await self._runtime.cdp.send("Target.closeTarget", {"targetId": target})
+            await self._runtime.close()
+        if self._chromium is not None:
+            await self._chromium.close()

@@ -1,0 +1,508 @@
+// The console: the chat, the Pages and the settings of `computer-use app`.
+//
+// Everything shown comes from one event stream (api/events), replayed from the start when the page loads. Every
+// string in it may come from a web page or a model, so the DOM is built with createElement and textContent only.
+// Updates only ever append a node or change the one card they are about: earlier messages, their avatars and their
+// rendered markdown are never removed, replaced or rendered again (a person may be reading or selecting them).
+"use strict";
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const history = $("history");
+  const notice = $("notice");
+  const turn = $("turn");
+  const messageBox = $("message");
+  const turnPages = $("turn-pages");
+  const pagesList = $("pages");
+  const backendSelect = $("backend");
+
+  const TURN_WORDS = {
+    idle: "Idle",
+    running: "Working…",
+    needs_user: "Waiting for you",
+    error: "Provider error",
+  };
+  const AT_BOTTOM = 24; // px: closer than this to the bottom counts as "at the bottom"
+
+  const messages = new Map(); // message id -> {article, body, cards, draft, raw, committed}
+  const cards = new Map(); // call id -> {article, fields, buttons}
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== "") node.textContent = text;
+    return node;
+  }
+
+  function setText(node, text) {
+    if (node.textContent !== text) node.textContent = text;
+  }
+
+  // -- markdown: paragraphs, **bold**, *emphasis*, `code`, fenced code, lists, headings, http(s) links -----------
+
+  const INLINE = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)|\*\*(?=\S)([\s\S]*?\S)\*\*|\*(?=\S)([^*]*?\S)\*|\[([^\]\n]+)\]\(([^()\s]+)\)/g;
+
+  function inline(text, into) {
+    let last = 0;
+    for (const match of text.matchAll(INLINE)) { // matchAll works on a copy: the recursion below has its own
+      if (match.index > last) appendLines(text.slice(last, match.index), into);
+      if (match[1] !== undefined) {
+        into.append(el("code", "", match[2]));
+      } else if (match[3] !== undefined) {
+        const strong = el("strong");
+        inline(match[3], strong);
+        into.append(strong);
+      } else if (match[4] !== undefined) {
+        const em = el("em");
+        inline(match[4], em);
+        into.append(em);
+      } else {
+        into.append(link(match[5], match[6]));
+      }
+      last = match.index + match[0].length;
+    }
+    if (last < text.length) appendLines(text.slice(last), into);
+  }
+
+  function appendLines(text, into) {
+    text.split("\n").forEach((line, index) => {
+      if (index > 0) into.append(el("br"));
+      if (line) into.append(document.createTextNode(line));
+    });
+  }
+
+  function link(text, href) {
+    let url = null;
+    try {
+      url = new URL(href);
+    } catch (error) {
+      url = null;
+    }
+    if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) {
+      return document.createTextNode(text); // only http(s) links are links; anything else is just its text
+    }
+    const anchor = el("a", "", text);
+    anchor.href = url.href;
+    anchor.target = "_blank";
+    anchor.rel = "noopener noreferrer";
+    anchor.title = url.href;
+    return anchor;
+  }
+
+  const FENCE = /^\s*(```|~~~)/;
+  const HEADING = /^(#{1,6})\s+(.*)$/;
+  const BULLET = /^\s*[-*+]\s+(.*)$/;
+  const NUMBERED = /^\s*\d{1,9}[.)]\s+(.*)$/;
+
+  function blocks(text) {
+    const out = document.createDocumentFragment();
+    const lines = text.replace(/\r\n?/g, "\n").split("\n");
+    let i = 0;
+    while (i < lines.length) {
+      const line = lines[i];
+      const fence = FENCE.exec(line);
+      if (fence) {
+        const code = [];
+        i += 1;
+        while (i < lines.length && !lines[i].trim().startsWith(fence[1])) code.push(lines[i++]);
+        i += 1; // the closing fence (or the end)
+        const pre = el("pre");
+        pre.append(el("code", "", code.join("\n")));
+        out.append(pre);
+        continue;
+      }
+      if (!line.trim()) {
+        i += 1;
+        continue;
+      }
+      const heading = HEADING.exec(line);
+      if (heading) {
+        const node = el("h" + Math.min(heading[1].length + 2, 6));
+        inline(heading[2], node);
+        out.append(node);
+        i += 1;
+        continue;
+      }
+      const listKind = BULLET.test(line) ? BULLET : NUMBERED.test(line) ? NUMBERED : null;
+      if (listKind) {
+        const list = el(listKind === BULLET ? "ul" : "ol");
+        while (i < lines.length && listKind.test(lines[i])) {
+          const item = el("li");
+          let content = listKind.exec(lines[i])[1];
+          i += 1;
+          while (i < lines.length && /^\s{2,}\S/.test(lines[i]) && !BULLET.test(lines[i]) && !NUMBERED.test(lines[i])) {
+            content += "\n" + lines[i].trim();
+            i += 1;
+          }
+          inline(content, item);
+          list.append(item);
+        }
+        out.append(list);
+        continue;
+      }
+      const paragraph = [];
+      while (
+        i < lines.length && lines[i].trim() && !FENCE.test(lines[i]) && !HEADING.test(lines[i]) &&
+        !(paragraph.length && (BULLET.test(lines[i]) || NUMBERED.test(lines[i])))
+      ) {
+        paragraph.push(lines[i]);
+        i += 1;
+      }
+      const p = el("p");
+      inline(paragraph.join("\n"), p);
+      out.append(p);
+    }
+    return out;
+  }
+
+  // Where streamed text may be cut: after a blank line outside a fenced block. Everything before it is final.
+  function boundary(text, from) {
+    let inFence = null;
+    let cut = from;
+    let start = from;
+    for (let end = text.indexOf("\n", start); end !== -1; end = text.indexOf("\n", start)) {
+      const line = text.slice(start, end);
+      const fence = FENCE.exec(line);
+      if (inFence) {
+        if (line.trim().startsWith(inFence)) {
+          inFence = null;
+          cut = end + 1;
+        }
+      } else if (fence) {
+        inFence = fence[1];
+      } else if (!line.trim()) {
+        cut = end + 1;
+      }
+      start = end + 1;
+    }
+    return cut;
+  }
+
+  // -- scrolling: follow the bottom only when the user is there -------------------------------------------------
+
+  function keepingScroll(change) {
+    const atBottom = history.scrollHeight - history.scrollTop - history.clientHeight <= AT_BOTTOM;
+    change();
+    if (atBottom) history.scrollTop = history.scrollHeight;
+  }
+
+  // -- history --------------------------------------------------------------------------------------------------
+
+  function addMessage(event) {
+    if (messages.has(event.id)) return;
+    const article = el("article", "message");
+    article.dataset.id = event.id;
+    article.dataset.role = event.role === "user" ? "user" : "assistant";
+    const avatar = el("div", "avatar", event.role === "user" ? "You" : "AI");
+    avatar.setAttribute("aria-hidden", "true");
+    const content = el("div", "content");
+    const who = el("div", "who", event.role === "user" ? "You" : "Assistant");
+    const body = el("div", "body");
+    const cardList = el("div", "cards");
+    content.append(who, body, cardList);
+    article.append(avatar, content);
+    const entry = {article, body, cards: cardList, draft: null, raw: "", committed: 0};
+    messages.set(event.id, entry);
+    if (event.text) body.append(blocks(event.text));
+    history.append(article);
+  }
+
+  function addText(event) {
+    const entry = messages.get(event.id);
+    if (!entry) return;
+    entry.raw += event.delta;
+    if (!entry.draft) {
+      const draft = el("p", "draft");
+      draft.append(document.createTextNode(""));
+      entry.body.append(draft);
+      entry.draft = draft;
+    }
+    const cut = boundary(entry.raw, entry.committed);
+    if (cut > entry.committed) {
+      entry.body.insertBefore(blocks(entry.raw.slice(entry.committed, cut)), entry.draft);
+      entry.committed = cut;
+    }
+    entry.draft.firstChild.data = entry.raw.slice(entry.committed);
+  }
+
+  function finishText(event) {
+    const entry = messages.get(event.id);
+    if (!entry || !entry.draft) return;
+    const rest = entry.raw.slice(entry.committed);
+    if (rest.trim()) entry.body.insertBefore(blocks(rest), entry.draft);
+    entry.committed = entry.raw.length;
+    entry.draft.firstChild.data = "";
+  }
+
+  function field(className, label) {
+    const node = el("div", "field " + className);
+    if (label) node.dataset.label = label;
+    return node;
+  }
+
+  function updateCard(event) {
+    let card = cards.get(event.call_id);
+    if (!card) {
+      const entry = messages.get(event.message);
+      if (!entry) return;
+      const article = el("article", "card");
+      article.dataset.callId = event.call_id;
+      const head = el("div", "card-head");
+      const fields = {
+        command: el("span", "command"),
+        backend: el("span", "backend"),
+        page: field("page", "Page"),
+        summary: field("summary"),
+        reason: field("reason"),
+        hint: field("hint", "Hint"),
+      };
+      head.append(fields.command, fields.backend);
+      article.append(head, fields.page, fields.summary, fields.reason, fields.hint);
+      card = {article, fields, buttons: []};
+      cards.set(event.call_id, card);
+      entry.cards.append(article);
+    }
+    card.article.dataset.status = event.status;
+    for (const name of ["command", "backend", "page", "summary", "reason", "hint"]) {
+      setText(card.fields[name], event[name] || "");
+    }
+    if (event.status === "needs_user" && card.buttons.length === 0) {
+      card.buttons = actions(card.article, [
+        ["continue", "Done — continue"],
+        ["stop", "Stop turn"],
+      ]);
+    }
+  }
+
+  function addProviderError(event) {
+    const entry = messages.get(event.message);
+    if (!entry || cards.has(event.call_id)) return;
+    const article = el("article", "card provider-error");
+    article.dataset.callId = event.call_id;
+    article.dataset.status = "failed";
+    const head = el("div", "card-head");
+    head.append(el("span", "command", "Model request failed"));
+    const reason = field("reason");
+    reason.textContent = event.reason;
+    article.append(head, reason);
+    const card = {article, fields: {reason}, buttons: []};
+    card.buttons = actions(article, [
+      ["retry", "Retry"],
+      ["stop", "Stop turn"],
+    ]);
+    cards.set(event.call_id, card);
+    entry.cards.append(article);
+  }
+
+  function actions(article, buttons) {
+    const row = el("div", "card-actions");
+    const made = buttons.map(([decision, label]) => {
+      const button = el("button", decision, label);
+      button.type = "button";
+      button.addEventListener("click", () => decide(decision, made));
+      return button;
+    });
+    row.append(...made);
+    article.append(row);
+    return made;
+  }
+
+  function resolveCards() {
+    // The turn moved on: the hand-over and retry buttons of every card waiting for the user are spent.
+    for (const card of cards.values()) {
+      if (card.buttons.length && !card.article.dataset.resolved) {
+        card.article.dataset.resolved = "true";
+        for (const button of card.buttons) button.disabled = true;
+      }
+    }
+  }
+
+  // -- turn, notice, Pages, settings ----------------------------------------------------------------------------
+
+  function setTurn(state) {
+    turn.dataset.state = state;
+    setText(turn, TURN_WORDS[state] || state);
+    if (state !== "needs_user" && state !== "error") resolveCards();
+  }
+
+  function setNotice(text) {
+    setText(notice, text || "");
+  }
+
+  function setPages(pages) {
+    const seen = new Set();
+    for (const page of pages) {
+      seen.add(page.handle);
+      pageItem(page);
+      turnPage(page);
+    }
+    for (const item of [...pagesList.children]) {
+      if (!seen.has(item.dataset.page)) item.remove();
+    }
+    for (const box of [...turnPages.querySelectorAll("input[data-page]")]) {
+      if (!seen.has(box.dataset.page)) box.closest("label").remove();
+    }
+    $("pages-empty").hidden = pages.length > 0;
+  }
+
+  function pageItem(page) {
+    let item = [...pagesList.children].find((node) => node.dataset.page === page.handle);
+    if (!item) {
+      item = el("li", "page");
+      item.dataset.page = page.handle;
+      const text = el("div", "page-text");
+      const top = el("div", "page-top");
+      top.append(el("span", "relation"), el("span", "title"));
+      text.append(top, el("span", "url"));
+      const access = el("label", "access-label");
+      const box = el("input", "access");
+      box.type = "checkbox";
+      box.addEventListener("change", () => setAccess(page.handle, box));
+      access.append(box, document.createTextNode(" Access"));
+      item.append(text, access);
+      pagesList.append(item);
+    }
+    setText(item.querySelector(".relation"), page.relation);
+    setText(item.querySelector(".title"), page.title || "(untitled)");
+    setText(item.querySelector(".url"), page.url);
+    item.querySelector(".url").title = page.url;
+    const box = item.querySelector("input.access");
+    if (!box.disabled) box.checked = page.access;
+    item.dataset.access = page.access ? "on" : "off";
+  }
+
+  function turnPage(page) {
+    let box = turnPages.querySelector(`input[data-page="${CSS.escape(page.handle)}"]`);
+    if (!box) {
+      const label = el("label", "turn-page");
+      box = el("input");
+      box.type = "checkbox";
+      box.dataset.page = page.handle;
+      label.append(box, el("span", "turn-page-name"));
+      turnPages.append(label);
+    }
+    const name = box.nextElementSibling;
+    setText(name, `${page.relation}: ${page.title || page.handle}`);
+    name.title = page.url;
+    box.disabled = !page.access;
+    if (!page.access) box.checked = false;
+  }
+
+  function setSettings(event) {
+    if (event.backend) backendSelect.value = event.backend;
+  }
+
+  const HANDLERS = {
+    message: addMessage,
+    text: addText,
+    text_done: finishText,
+    card: updateCard,
+    provider_error: addProviderError,
+    turn: (event) => setTurn(event.state),
+    notice: (event) => setNotice(event.text),
+    pages: (event) => setPages(event.pages),
+    settings: setSettings,
+  };
+
+  function handle(event) {
+    const handler = HANDLERS[event.type];
+    if (handler) keepingScroll(() => handler(event));
+  }
+
+  // -- talking to the app ---------------------------------------------------------------------------------------
+
+  async function post(path, body) {
+    let response;
+    try {
+      response = await fetch(path, {
+        method: "POST",
+        headers: {"Content-Type": "application/json"},
+        body: JSON.stringify(body),
+        credentials: "same-origin",
+        cache: "no-store",
+      });
+    } catch (error) {
+      setNotice("The app did not answer (is `computer-use app` still running?).");
+      return false;
+    }
+    if (response.ok) return true;
+    let message = `The app refused the request (${response.status}).`;
+    try {
+      const answer = await response.json();
+      if (answer && typeof answer.error === "string") message = answer.error;
+    } catch (error) {
+      // not JSON: keep the generic message
+    }
+    setNotice(message);
+    return false;
+  }
+
+  async function send() {
+    const pages = [...turnPages.querySelectorAll("input[data-page]:checked")].map((box) => box.dataset.page);
+    const text = messageBox.value;
+    if (await post("api/message", {text, pages})) {
+      if (messageBox.value === text) messageBox.value = "";  // not what the user typed while it was on its way
+      for (const box of turnPages.querySelectorAll("input[data-page]")) box.checked = false;
+    }
+  }
+
+  async function decide(decision, buttons) {
+    for (const button of buttons) button.disabled = true;
+    if (!(await post("api/decide", {decision}))) {
+      for (const button of buttons) button.disabled = false;
+    }
+  }
+
+  async function setAccess(handle, box) {
+    const wanted = box.checked;
+    box.disabled = true;
+    const ok = await post("api/access", {page: handle, enabled: wanted});
+    box.disabled = false;
+    if (!ok) box.checked = !wanted;
+  }
+
+  $("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    send();
+  });
+  messageBox.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  });
+  $("open-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const input = $("open-url");
+    if (await post("api/open", {url: input.value.trim(), placement: $("open-placement").value})) input.value = "";
+  });
+  let shownBackend = backendSelect.value;
+  backendSelect.addEventListener("focus", () => {
+    shownBackend = backendSelect.value;
+  });
+  backendSelect.addEventListener("change", async () => {
+    if (!(await post("api/settings", {backend: backendSelect.value}))) backendSelect.value = shownBackend;
+    shownBackend = backendSelect.value;
+  });
+  // Window moves have no event of their own: when the user comes back to the console, relations are re-read.
+  window.addEventListener("focus", () => post("api/refresh", {}));
+
+  const stream = new EventSource("api/events");
+  stream.onopen = () => {
+    document.body.dataset.connection = "live";
+    setText($("connection"), "");
+  };
+  stream.onerror = () => {
+    document.body.dataset.connection = "lost";
+    setText($("connection"), "Reconnecting…");
+  };
+  stream.onmessage = (message) => {
+    let event;
+    try {
+      event = JSON.parse(message.data);
+    } catch (error) {
+      return;
+    }
+    if (event && typeof event === "object") handle(event);
+  };
+})();

@@ -1,0 +1,326 @@
+"""The console's HTTP side: static files, a small JSON API and one event stream, on a loopback port that answers
+nobody but the console.
+
+Every web page in the browser can make requests to any loopback port, and the console's API starts turns and
+changes settings. So each request passes three checks, in this order, before anything else:
+
+1. `Host` must be `127.0.0.1:<port>` or `localhost:<port>` (421 otherwise): a DNS-rebinding page, whose requests
+   carry its own host name, gets nothing.
+2. The path must start with `/<secret>/`, a 256-bit secret made per run (404 otherwise): only whoever was given the
+   console's URL can address it.
+3. `Origin`, when present, must be the console's own origin, and `Sec-Fetch-Site`, when present, must say
+   `same-origin` or `none` (403 otherwise): another Page's script — even one that learned the secret — can neither
+   read an answer nor have a request acted on, including the "simple" no-CORS POSTs a browser sends without asking.
+
+Bodies are size-limited and every answer says `no-store`, `nosniff`, `no-referrer` (the secret never leaves in a
+`Referer`) and a strict content security policy: the console loads only its own files.
+
+The event stream (`GET /<secret>/api/events`, Server-Sent Events) replays the whole history from the start to each
+new subscriber, then streams updates; a reconnecting `EventSource` resumes after its `Last-Event-ID`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import re
+import secrets
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from host.turns import Refused
+
+log = logging.getLogger(__name__)
+
+CONSOLE_DIR = Path(__file__).resolve().parent / "console"
+DEMO_DIR = Path(__file__).resolve().parent / "demo"
+DEMO_TITLE = "computer-use demo"
+"""Part of the demo Page's title: the demo script (host/scripts/demo.json) finds the Page by it."""
+MAX_BODY = 64 * 1024
+"""Bytes of a request body at most (a message is at most 16,000 characters)."""
+
+STATIC = re.compile(r"[a-z0-9][a-z0-9_-]*\.(html|js|css|png|svg)")
+TYPES = {
+    "html": "text/html",
+    "js": "text/javascript",
+    "css": "text/css",
+    "png": "image/png",
+    "svg": "image/svg+xml",
+}
+HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Resource-Policy": "same-origin",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+}
+SAME_ORIGIN_FETCH = ("same-origin", "none")
+TAIL = web.RequestKey("tail", str)
+"""The path after `/<secret>/`, set by the guard for the route."""
+
+
+class ConsoleActions(Protocol):
+    """What the console's API asks the app to do. Each raises `Refused` with a message for the user."""
+
+    async def send_message(self, text: str, pages: list[str]) -> None: ...
+
+    async def decide(self, decision: str) -> None: ...
+
+    async def set_backend(self, backend: str) -> None: ...
+
+    async def set_access(self, handle: str, enabled: bool) -> None: ...
+
+    async def open_url(self, url: str, placement: str) -> None: ...
+
+    async def refresh_pages(self) -> None: ...
+
+
+class EventLog:
+    """Everything the console was told, in order: replayed to each new subscriber, then streamed."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self._changed = asyncio.Event()
+        self.closed = False
+
+    def publish(self, event: dict[str, Any]) -> None:
+        self.events.append(json.dumps(event, ensure_ascii=False))
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._changed.set()
+
+    async def follow(self, start: int) -> AsyncIterator[tuple[int, str]]:
+        """Yield (id, event JSON) from `start` on, waiting for more, until the log is closed."""
+        index = max(start, 0)
+        while not self.closed:
+            changed = self._changed
+            while index < len(self.events):
+                yield index, self.events[index]
+                index += 1
+            if self.closed:
+                return
+            await changed.wait()
+
+
+def _json(data: dict[str, Any], status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, headers=HEADERS)
+
+
+class ConsoleServer:
+    """The console's port. `host_allowed` and `origin_allowed` are the checks a negative control can take away
+    (a subclass overriding one), never a setting."""
+
+    def __init__(self, actions: ConsoleActions, events: EventLog, console_dir: Path | None = None) -> None:
+        self.actions = actions
+        self.events = events
+        self.console_dir = console_dir or CONSOLE_DIR
+        self.secret = secrets.token_urlsafe(32)
+        self.port = 0
+        self.subscribed = asyncio.Event()
+        """Set once a console has opened the event stream (its script runs, its page is built)."""
+        self._runner: web.AppRunner | None = None
+        self._routes: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {
+            "api/message": self._message,
+            "api/decide": self._decide,
+            "api/settings": self._settings,
+            "api/access": self._access,
+            "api/open": self._open,
+            "api/refresh": self._refresh,
+        }
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.origin}/{self.secret}/"
+
+    async def start(self, port: int = 0) -> ConsoleServer:
+        app = web.Application(middlewares=[self._guard], client_max_size=MAX_BODY)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            sock.close()
+            await self._runner.cleanup()
+            raise
+        self.port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
+        return self
+
+    async def close(self) -> None:
+        self.events.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- who is calling -----------------------------------------------------------------------------------------
+
+    def host_allowed(self, request: web.Request) -> bool:
+        return request.headers.get("Host", "") in (f"127.0.0.1:{self.port}", f"localhost:{self.port}")
+
+    def origin_allowed(self, request: web.Request) -> bool:
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != f"http://{request.headers.get('Host', '')}":
+            return False
+        return request.headers.get("Sec-Fetch-Site", "none") in SAME_ORIGIN_FETCH
+
+    def _tail(self, request: web.Request) -> str | None:
+        """The path after `/<secret>/`, or None when the path does not start with it (compared in constant time)."""
+        first, slash, tail = request.path[1:].partition("/")
+        if not slash or not hmac.compare_digest(first.encode(), self.secret.encode()):
+            return None
+        return tail
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+        if not self.host_allowed(request):
+            return self._refuse(request, 421, "wrong Host")
+        tail = self._tail(request)
+        if tail is None:
+            return self._refuse(request, 404, "no secret")
+        if not self.origin_allowed(request):
+            return self._refuse(request, 403, "foreign Origin")
+        request[TAIL] = tail
+        return await handler(request)
+
+    @staticmethod
+    def _refuse(request: web.Request, status: int, why: str) -> web.Response:
+        origin = request.headers.get("Origin", "-")[:100]
+        # The path may hold the secret (a wrong Origin with the right secret): log only what is safe to show.
+        log.warning("console refused %s (%s): %s from Origin %s", status, why, request.method, origin)
+        return web.Response(status=status, text=f"{status}\n", headers=HEADERS)
+
+    # -- routes -------------------------------------------------------------------------------------------------
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        tail = request[TAIL]
+        if request.method == "GET":
+            if tail == "api/events":
+                return await self._stream(request)
+            return self._static(tail or "index.html")
+        if request.method == "POST" and tail in self._routes:
+            try:
+                body = json.loads(await request.read())
+            except (ValueError, RecursionError):
+                return _json({"error": "the body is not JSON"}, 400)
+            if not isinstance(body, dict):
+                return _json({"error": "the body is not a JSON object"}, 400)
+            try:
+                await self._routes[tail](body)
+            except Refused as refusal:
+                return _json({"error": str(refusal)}, refusal.status)
+            return _json({"ok": True})
+        return web.Response(status=404 if request.method in ("GET", "POST") else 405, headers=HEADERS)
+
+    def _static(self, name: str) -> web.Response:
+        match = STATIC.fullmatch(name)
+        path = self.console_dir / name
+        if match is None or not path.is_file():
+            return web.Response(status=404, headers=HEADERS)
+        return web.Response(
+            body=path.read_bytes(), content_type=TYPES[match.group(1)], charset="utf-8", headers=HEADERS
+        )
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        try:
+            start = int(request.headers.get("Last-Event-ID", "-1")) + 1
+        except ValueError:
+            start = 0
+        response = web.StreamResponse(headers={**HEADERS, "Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        self.subscribed.set()
+        with contextlib.suppress(ConnectionError):
+            async for index, event in self.events.follow(start):
+                await response.write(f"id: {index}\ndata: {event}\n\n".encode())
+        return response
+
+    async def _message(self, body: dict[str, Any]) -> None:
+        text, pages = body.get("text"), body.get("pages", [])
+        if not isinstance(text, str) or not isinstance(pages, list) or not all(isinstance(p, str) for p in pages):
+            raise Refused("a message is {text: string, pages: [handle, ...]}", 400)
+        await self.actions.send_message(text, pages)
+
+    async def _decide(self, body: dict[str, Any]) -> None:
+        decision = body.get("decision")
+        if decision not in ("continue", "stop", "retry"):
+            raise Refused("decision is continue, stop or retry", 400)
+        await self.actions.decide(decision)
+
+    async def _settings(self, body: dict[str, Any]) -> None:
+        backend = body.get("backend")
+        if not isinstance(backend, str):
+            raise Refused("settings are {backend: string}", 400)
+        await self.actions.set_backend(backend)
+
+    async def _access(self, body: dict[str, Any]) -> None:
+        page, enabled = body.get("page"), body.get("enabled")
+        if not isinstance(page, str) or not isinstance(enabled, bool):
+            raise Refused("access is {page: handle, enabled: boolean}", 400)
+        await self.actions.set_access(page, enabled)
+
+    async def _open(self, body: dict[str, Any]) -> None:
+        url, placement = body.get("url"), body.get("placement", "right")
+        if not isinstance(url, str) or not isinstance(placement, str):
+            raise Refused("open is {url: string, placement: left|right|above|below}", 400)
+        await self.actions.open_url(url, placement)
+
+    async def _refresh(self, body: dict[str, Any]) -> None:
+        await self.actions.refresh_pages()
+
+
+class DemoServer:
+    """The `--demo` Page: one static page on a loopback origin of its own (a Page is never the console's origin).
+
+    It holds nothing secret, but it is a port we open, so it too answers only requests addressed to it by name."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/demo/"
+
+    async def start(self) -> DemoServer:
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_get("/demo/", self._page)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def _page(self, request: web.Request) -> web.Response:
+        if request.headers.get("Host", "") not in (f"127.0.0.1:{self.port}", f"localhost:{self.port}"):
+            return web.Response(status=421)
+        return web.Response(
+            body=(DEMO_DIR / "index.html").read_bytes(),
+            content_type="text/html",
+            charset="utf-8",
+            headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"},
+        )
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
