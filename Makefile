@@ -45,7 +45,7 @@ lint: $(VENV_STAMP)
 # BACKEND=name limits the release proofs to one backend; WORKERS=1 runs in one process.
 WORKERS ?= 2
 test: setup lint
-	$(PYTEST) suites --benchmark-skip -n $(WORKERS) $(if $(BACKEND),--backend $(BACKEND))
+	$(PYTEST) suites --benchmark-skip -n $(WORKERS) --durations=15 $(if $(BACKEND),--backend $(BACKEND))
 
 # docs/parity.md is generated from the parity ledger (suites/parity/ledger.py); `pytest suites/parity` checks it.
 parity-doc: $(VENV_STAMP)
@@ -60,7 +60,7 @@ bench: setup
 # offline report and the cost summary. Both are built even when a suite fails; the exit status is the suites'.
 lab: setup
 	@rm -rf $(RESULTS) reports/costs
-	@status=0; $(PYTEST) suites --alluredir=$(RESULTS) || status=$$?; \
+	@status=0; INSTALLED_BACKENDS=all $(PYTEST) suites --alluredir=$(RESULTS) || status=$$?; \
 	$(PY) -m lab.report || { [ $$status -ne 0 ] || status=1; }; \
 	$(PY) -m lab.costs || true; \
 	exit $$status

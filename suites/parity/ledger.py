@@ -31,6 +31,7 @@ COSTS = "spec 成本与功能边界"
 LIFECYCLE = "spec Page identity 与生命周期"
 POPUPS = "spec Popup 与并发"
 BACKENDS_SPEC = "spec 三个执行 backend"
+HOST = "issue 10: the host app"
 
 PW = "playwright_mcp"
 CDM = "chrome_devtools_mcp"
@@ -180,6 +181,39 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req("capability:independent-hosts", "issue 9: races", "two hosts' turns never stale each other"),
     _req("transport:remote-opt-in", "issue 9: transport", "HTTP off loopback needs --allow-remote and a bearer token"),
     _req("transport:bearer", "issue 9: transport", "with a bearer token, a request without it gets 401 before MCP"),
+    # -- the host app (issue 10) ------------------------------------------------------------------------------
+    _req(
+        "app:launch", HOST, "`computer-use app` serves MCP and the console, prints both URLs; Ctrl-C leaves no process"
+    ),
+    _req("app:console-auth", HOST, "the console's port answers only the console: secret path, Origin and Host checks"),
+    _req(
+        "app:pages", HOST, "a URL opens as a Page in a window left/right/above/below the chat; a per-Page access switch"
+    ),
+    _req("app:turns", HOST, "a turn may use only the Pages the user ticked for it (none by default)"),
+    _req(
+        "app:tokens-over-http",
+        HOST,
+        "each tool call goes over MCP HTTP with a token minted for it, never seen by the model",
+    ),
+    _req("app:live-cards", HOST, "each tool call is a card updated in place; model text streams in"),
+    _req("app:needs-user", HOST, "needs_user hands over: Continue is a new provider request with a fresh Page Context"),
+    _req("app:images-once", HOST, "a screenshot enters the next model request only, then a placeholder"),
+    _req("app:backend-setting", HOST, "the backend setting persists and affects new sessions only; cards show it"),
+    _req("app:bad-input", HOST, "busy turns, closed chat, provider errors and missing keys are visible, nothing lost"),
+    _req("provider:anthropic", HOST, "the Anthropic provider speaks the Messages API wire format (local stand-in)"),
+    _req("provider:openai", HOST, "the OpenAI provider speaks the Chat Completions wire format (local stand-in)"),
+    _req("provider:script", HOST, "the script provider runs a task file whose steps refer to earlier results"),
+    _req(
+        "proof:chat-stability",
+        f"{PROOFS}: Chat 稳定",
+        "a tool update never rebuilds earlier messages, avatars or markdown",
+    ),
+    _req(
+        "installed:task-set", "spec PHASE 6", "the installed app on 18100 runs the task set from the console, isolated"
+    ),
+    _req(
+        "installed:backend-switch", "spec PHASE 6", "a backend change mid-turn moves new sessions only: no double run"
+    ),
     _req(
         "protocol:invalid-arguments",
         "spec 004 (MCP tool conventions)",

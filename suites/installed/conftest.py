@@ -1,0 +1,571 @@
+"""Phase 6, installed acceptance: the project as a user gets it — a wheel installed non-editable into a fresh venv —
+started as `<venv>/bin/computer-use app` on 127.0.0.1:18100 with the lab's Chromium behind the tap, and driven
+through its console the way a person would: the lab's own CDP connection types, ticks, clicks Send and Continue.
+
+What is here:
+- `installed` (session): builds the wheel from a copy of the checkout, makes a fresh venv in a temp dir, installs
+  the wheel into it and proves that the console script imports the venv's copy, never the checkout's.
+- `AppProcess`: the app as a subprocess in a process group of its own, its two printed URLs, SIGINT (or, for a
+  negative control, SIGKILL), and the process audit of everything it started.
+- `Console`: the console Page, driven through the lab's direct CDP connection (never through the tap): real mouse
+  clicks and text input via `Input.*`, reads of the DOM the console shows, waits that resolve on the console's own
+  mutations (bounded, inside the page).
+
+Port 18100 is fixed, so each test here holds an exclusive lock on a file named after the port (`port_lock`,
+autouse) for as long as it runs: two xdist workers, or two checkouts' runs on one machine, take turns instead of
+failing on "Address already in use". (pytest-xdist's `xdist_group` does not keep a group on one worker with the
+pytest this lab pins; the lock does not depend on the scheduler.)
+
+Backends: the installed app takes a minute per backend, so by default only the default backend's run goes ahead and
+the others are skipped (still collected, so the parity ledger sees what `make lab` exercises). `--backend NAME`
+runs the named ones; `INSTALLED_BACKENDS=all` (what `make lab` sets) or a comma-separated list runs those.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.cdp import CDPClient
+from lab.processes import Proc, command_line, processes
+from suites.conftest import BACKENDS
+
+ROOT = Path(__file__).resolve().parents[2]
+MCP_PORT = 18100
+MCP_URL = f"http://127.0.0.1:{MCP_PORT}/mcp"
+MCP_LINE = re.compile(r"^MCP: (http://127\.0\.0\.1:(\d+)/mcp)$")
+CONSOLE_LINE = re.compile(r"^Console: (http://127\.0\.0\.1:\d+/[A-Za-z0-9_-]{20,}/)$")
+
+BUILD_TIMEOUT = 240.0
+"""Seconds for each step of building and installing (a wheel, a venv, pip): the first run fills the wheelhouse."""
+START_TIMEOUT = 60.0
+"""Seconds from starting the app to its two URL lines."""
+STOP_TIMEOUT = 30.0
+"""Seconds from SIGINT to the app's exit (it closes its sessions and their backend children first)."""
+EXIT_TIMEOUT = 10.0
+"""Seconds a process the app started may take to disappear after the app has exited."""
+UI_TIMEOUT = 20.0
+"""Seconds the console may take to show what the user did (a Page opened, a message sent)."""
+
+HERE = Path(__file__).resolve().parent
+BACKENDS_ENV = "INSTALLED_BACKENDS"
+
+
+PORT_LOCK_TIMEOUT = 600.0
+"""Seconds a test waits for another worker's tests on 18100 to finish (the task set takes about a minute)."""
+
+
+@pytest.fixture(autouse=True)
+async def port_lock() -> AsyncIterator[None]:
+    """Hold the machine-wide lock on port 18100 for the whole test (bounded wait; released when the test ends).
+
+    `flock` blocks, so it is taken on a daemon thread: if the wait times out the test fails, and the thread dies
+    with the worker."""
+    fd = os.open(Path(tempfile.gettempdir()) / "computer-use-lab-port-18100.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    loop = asyncio.get_running_loop()
+    taken: asyncio.Future[None] = loop.create_future()
+
+    def take() -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        loop.call_soon_threadsafe(lambda: taken.done() or taken.set_result(None))
+
+    threading.Thread(target=take, name="port-18100-lock", daemon=True).start()
+    try:
+        await asyncio.wait_for(taken, PORT_LOCK_TIMEOUT)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def installed_backends(config: pytest.Config) -> tuple[str, ...]:
+    """The backends whose installed run goes ahead: those named with --backend, else $INSTALLED_BACKENDS ("all" or
+    a comma-separated list), else the default backend."""
+    if config.getoption("backend"):
+        return tuple(config.getoption("backend"))
+    raw = os.environ.get(BACKENDS_ENV, "").strip()
+    if raw == "all":
+        return BACKENDS
+    return tuple(name.strip() for name in raw.split(",") if name.strip()) or BACKENDS[:1]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wanted = installed_backends(config)
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        if item.path.is_relative_to(HERE) and backend is not None and backend not in wanted:
+            item.add_marker(
+                pytest.mark.skip(reason=f"the installed run on {backend} goes with {BACKENDS_ENV}=all (make lab)")
+            )
+
+
+COPY_IGNORE = shutil.ignore_patterns(
+    ".git", ".venv", "node_modules", "reports", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
+    ".ruff_cache", ".benchmarks", "allure-*",
+)  # fmt: skip
+
+
+def wheelhouse() -> Path:
+    """Where the wheels of the runtime's dependencies are kept between runs (pip's own cache is not usable here:
+    the package index's answers are not cacheable), so a fresh venv installs offline after the first run."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "computer-use-lab" / "installed-wheels"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a process of the installed app: nothing that points Python back at the checkout."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
+        and not k.startswith(("PYTEST_", "COV_"))
+        and k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+    }
+    env.update(extra)
+    return env
+
+
+async def run(*command: str | Path, cwd: Path, timeout: float = BUILD_TIMEOUT) -> str:
+    """Run a command to its end (bounded); its stdout, or an AssertionError with the tail of what it said."""
+    process = await asyncio.create_subprocess_exec(
+        *map(str, command),
+        cwd=cwd,
+        env=clean_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError(f"{' '.join(map(str, command))} did not finish within {timeout:g}s") from None
+    if process.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(map(str, command))} exited {process.returncode}:\n{out.decode()[-2000:]}{err.decode()[-3000:]}"
+        )
+    return out.decode()
+
+
+@dataclass(frozen=True)
+class Installed:
+    """The project installed from its wheel into a fresh venv."""
+
+    venv: Path
+    wheel: Path
+    site_packages: Path
+    home: Path
+    """A scratch folder outside the checkout: the app's working directory and temp dir."""
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    @property
+    def computer_use(self) -> Path:
+        return self.venv / "bin" / "computer-use"
+
+
+async def build_and_install(tmp: Path) -> Installed:
+    """Build the wheel, make a fresh venv and install the wheel into it (non-editable), all under `tmp`."""
+    source, dist, venv, home = tmp / "source", tmp / "dist", tmp / "venv", tmp / "home"
+    home.mkdir()
+    # A copy of the checkout, so the build leaves nothing (build/, egg-info) in the working tree others use.
+    shutil.copytree(ROOT, source, ignore=COPY_IGNORE, symlinks=True)
+    await run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, source, cwd=tmp)
+    (wheel,) = dist.glob("computer_use_lab-*.whl")
+    await run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp)
+    # The checkout's pip installs into the fresh venv (`--python`): the same install as `<venv>/bin/pip install`,
+    # without bootstrapping a pip into every temp venv. Offline from the wheelhouse when it has everything.
+    pip = (sys.executable, "-m", "pip", "--python", venv / "bin" / "python")
+    house = wheelhouse()
+    house.mkdir(parents=True, exist_ok=True)
+    try:
+        await run(*pip, "install", "-q", "--no-compile", "--no-index", "--find-links", house, wheel, cwd=tmp)
+    except AssertionError:
+        await run(sys.executable, "-m", "pip", "download", "-q", "-d", house, wheel, cwd=tmp)
+        await run(*pip, "install", "-q", "--no-compile", "--no-index", "--find-links", house, wheel, cwd=tmp)
+    site = Path(
+        (
+            await run(
+                venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=home
+            )
+        ).strip()
+    )
+    return Installed(venv, wheel, site, home)
+
+
+@pytest.fixture(scope="session")
+async def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    return await build_and_install(tmp_path_factory.mktemp("installed"))
+
+
+async def import_origins(installed: Installed) -> dict[str, str]:
+    """Where the installed interpreter finds each package of the app, run from outside the checkout."""
+    script = (
+        "import json, runtime, host, backends, runtime.cli, host.cli, host.providers.script;"
+        "print(json.dumps({m.__name__: m.__file__ for m in (runtime, host, backends, runtime.cli, host.cli,"
+        " host.providers.script)}))"
+    )
+    return json.loads(await run(installed.python, "-c", script, cwd=installed.home))
+
+
+# -- the process audit ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A process the app started, as the audit saw it while the app ran."""
+
+    pid: int
+    pgid: int
+    command: str
+
+
+def descendants(root: int) -> list[Proc]:
+    """Live processes below `root` (its children, theirs, ...), whatever their process group."""
+    table = [p for p in processes() if p.state not in ("Z", "X")]
+    found, frontier = [], {root}
+    while frontier:
+        layer = [p for p in table if p.ppid in frontier and p not in found]
+        found += layer
+        frontier = {p.pid for p in layer}
+    return found
+
+
+def still_alive(seen: Iterable[Seen]) -> list[Seen]:
+    """The recorded processes that still run (same pid, same command line), and anything alive in their groups."""
+    alive = {p.pid: p for p in processes() if p.state not in ("Z", "X")}
+    left = [s for s in seen if s.pid in alive and command_line(s.pid) == s.command]
+    groups = {s.pgid for s in seen}
+    left += [
+        Seen(p.pid, p.pgid, command_line(p.pid))
+        for p in alive.values()
+        if p.pgid in groups and p.pid not in {s.pid for s in left}
+    ]
+    return left
+
+
+def assert_no_process_left(seen: Iterable[Seen]) -> None:
+    """The process audit: nothing the app started outlives it."""
+    left = still_alive(seen)
+    assert left == [], f"{len(left)} processes of the app outlived it: {[(s.pid, s.command[:120]) for s in left]}"
+
+
+async def exited(pid: int, limit: float) -> bool:
+    """Wait (bounded) until `pid` is gone: a pidfd becomes readable when the process exits — an event, not a poll."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    loop = asyncio.get_running_loop()
+    gone: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, lambda: gone.done() or gone.set_result(None))
+    try:
+        await asyncio.wait_for(gone, limit)
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+# -- the app as a subprocess ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class AppProcess:
+    """`<venv>/bin/computer-use app ...` running in a process group of its own."""
+
+    process: asyncio.subprocess.Process
+    log: Path
+    mcp_url: str = ""
+    console_url: str = ""
+    lines: list[str] = field(default_factory=list)
+    seen: dict[int, Seen] = field(default_factory=dict)
+    """Every process the app started that the audit saw (`note_processes`), by pid."""
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @classmethod
+    async def start(
+        cls,
+        installed: Installed,
+        *,
+        cdp_endpoint: str,
+        config_dir: Path,
+        script: Path | None = None,
+        backend: str | None = None,
+        log: Path,
+        port: int = MCP_PORT,
+    ) -> AppProcess:
+        """Start the app and return once it printed both URL lines (bounded); the lines are checked to the letter.
+        `port` 0 (any free port) is for the negative control that kills the app: a killed server leaves its port in
+        TIME_WAIT."""
+        command: list[str | Path] = [
+            installed.computer_use, "app", "--cdp-endpoint", cdp_endpoint, "--port", str(port),
+            "--provider", "script", "--config-dir", config_dir,
+        ]  # fmt: skip
+        if script is not None:
+            command += ["--script", script]
+        if backend is not None:
+            command += ["--backend", backend]
+        tmp = installed.home / "tmp"
+        tmp.mkdir(exist_ok=True)
+        with log.open("wb") as stderr:
+            process = await asyncio.create_subprocess_exec(
+                *map(str, command),
+                cwd=installed.home,
+                # The pinned npm servers are not in the wheel: the app is told where the checkout's install is.
+                env=clean_env(TMPDIR=str(tmp), COMPUTER_USE_NODE_BIN=str(ROOT / "backends" / "node_modules" / ".bin")),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+                start_new_session=True,
+            )
+        app = cls(process, log)
+        try:
+            await asyncio.wait_for(app._read_urls(port), START_TIMEOUT)
+        except BaseException as exc:
+            await app.kill()
+            if isinstance(exc, TimeoutError):
+                raise AssertionError(
+                    f"the app printed no URLs within {START_TIMEOUT:g}s:\n{app.stderr_tail()}"
+                ) from None
+            raise
+        app.note_processes()
+        return app
+
+    async def _read_urls(self, port: int) -> None:
+        assert self.process.stdout is not None
+        while len(self.lines) < 2:
+            line = await self.process.stdout.readline()
+            if not line:
+                raise AssertionError(
+                    f"the app exited ({await self.process.wait()}) before it printed both URLs:\n{self.stderr_tail()}"
+                )
+            self.lines.append(line.decode().rstrip("\n"))
+        mcp = MCP_LINE.match(self.lines[0])
+        assert mcp is not None, self.lines
+        assert port in (0, int(mcp.group(2))), self.lines
+        console = CONSOLE_LINE.match(self.lines[1])
+        assert console is not None, self.lines
+        self.mcp_url, self.console_url = mcp.group(1), console.group(1)
+
+    def stderr_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log.read_text(encoding="utf-8", errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def note_processes(self) -> list[Seen]:
+        """Record the app and every process below it now (backend children come and go with sessions)."""
+        now = [Proc(self.pid, os.getpgid(self.pid), "R", "app")] if self.process.returncode is None else []
+        for proc in now + descendants(self.pid):
+            if proc.pid not in self.seen:
+                self.seen[proc.pid] = Seen(proc.pid, proc.pgid, command_line(proc.pid))
+        return list(self.seen.values())
+
+    async def interrupt(self) -> int:
+        """Ctrl-C: SIGINT, then wait (bounded) for the exit; returns the exit status."""
+        self.note_processes()
+        self.process.send_signal(signal.SIGINT)
+        try:
+            return await asyncio.wait_for(self.process.wait(), STOP_TIMEOUT)
+        except TimeoutError:
+            raise AssertionError(
+                f"the app did not exit within {STOP_TIMEOUT:g}s of SIGINT:\n{self.stderr_tail()}"
+            ) from None
+
+    async def settled(self) -> list[Seen]:
+        """After the app's exit: wait (bounded, per process) for what it started to go; returns what is left."""
+        for seen in list(self.seen.values()):
+            await exited(seen.pid, EXIT_TIMEOUT)
+        return still_alive(self.seen.values())
+
+    async def kill(self) -> None:
+        """The lab's clean-up (and the negative control's breakage): SIGKILL the app's group and every group of a
+        process it started — by the ids the audit recorded, never by name."""
+        running = self.process.returncode is None
+        if running:
+            self.note_processes()
+        # Only groups that still hold a process the audit recorded (same pid, same command line): never a group
+        # whose number a stranger's process has taken since.
+        alive = {p.pid for p in processes() if p.state not in ("Z", "X")}
+        ours = {s.pgid for s in self.seen.values() if s.pid in alive and command_line(s.pid) == s.command}
+        for pgid in sorted(ours | ({self.pid} if running else set())):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            await asyncio.wait_for(self.process.wait(), STOP_TIMEOUT)
+
+
+# -- the console, driven as a user ---------------------------------------------------------------------------------
+
+SNAPSHOT_JS = """(() => {
+  const text = (node, selector) => { const n = node.querySelector(selector); return n ? n.textContent : ""; };
+  return {
+    state: document.getElementById("turn").dataset.state,
+    notice: document.getElementById("notice").textContent,
+    backend: document.getElementById("backend").value,
+    pages: [...document.querySelectorAll("#pages li.page")].map((li) => ({
+      handle: li.dataset.page, relation: text(li, ".relation"), title: text(li, ".title"), url: text(li, ".url"),
+      ticked: Boolean(document.querySelector(`#turn-pages input[data-page="${CSS.escape(li.dataset.page)}"]:checked`)),
+    })),
+    messages: [...document.querySelectorAll("#history article.message")].map((m) => ({
+      id: m.dataset.id, role: m.dataset.role, text: text(m, ".body"),
+      cards: [...m.querySelectorAll("article.card")].map((c) => ({
+        call_id: c.dataset.callId, status: c.dataset.status, command: text(c, ".command"),
+        backend: text(c, ".backend"), reason: text(c, ".reason"), page: text(c, ".page"),
+        resolved: c.dataset.resolved === "true",
+      })),
+    })),
+  };
+})()"""
+
+
+class Console:
+    """The console Page, seen and driven through the lab's direct CDP connection (never through the tap)."""
+
+    def __init__(self, cdp: CDPClient, target_id: str, session: str) -> None:
+        self.cdp = cdp
+        self.target_id = target_id
+        self.session = session
+
+    @classmethod
+    async def attach(cls, cdp: CDPClient, url: str) -> Console:
+        targets = (await cdp.send("Target.getTargets"))["targetInfos"]
+        found = [t["targetId"] for t in targets if t["type"] == "page" and t["url"] == url]
+        assert len(found) == 1, f"expected the app to have opened its console at {url} once: {targets}"
+        attached = await cdp.send("Target.attachToTarget", {"targetId": found[0], "flatten": True})
+        return cls(cdp, found[0], attached["sessionId"])
+
+    async def detach(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.cdp.send("Target.detachFromTarget", {"sessionId": self.session})
+
+    async def evaluate(self, expression: str, *, await_promise: bool = False, timeout: float = 10.0) -> Any:
+        result = await self.cdp.send(
+            "Runtime.evaluate",
+            {"expression": expression, "awaitPromise": await_promise, "returnByValue": True},
+            session_id=self.session,
+            timeout=timeout,
+        )
+        if "exceptionDetails" in result:
+            details = result["exceptionDetails"]
+            raise AssertionError(f"console: {details.get('exception', {}).get('description') or details.get('text')}")
+        return result["result"].get("value")
+
+    async def until(self, condition: str, what: str, timeout: float = UI_TIMEOUT) -> Any:
+        """Wait inside the page until the JS expression `condition` is truthy; return its value. Bounded: past
+        `timeout` it fails saying `what` did not happen, with what the console showed."""
+        script = f"""new Promise((resolve, reject) => {{
+            const check = () => {{ try {{ return {condition}; }} catch (e) {{ return false; }} }};
+            const first = check();
+            if (first) return resolve(first);
+            const observer = new MutationObserver(() => {{
+                const value = check();
+                if (value) {{ clearTimeout(timer); observer.disconnect(); resolve(value); }}
+            }});
+            const timer = setTimeout(() => {{ observer.disconnect(); reject(new Error("timed out")); }},
+                                     {int(timeout * 1000)});
+            observer.observe(document, {{subtree: true, childList: true, characterData: true, attributes: true}});
+        }})"""
+        try:
+            return await self.evaluate(script, await_promise=True, timeout=timeout + 5)
+        except AssertionError as exc:
+            snapshot = await self.snapshot()
+            raise AssertionError(f"{what} did not happen within {timeout:g}s ({exc}); the console showed:\n"
+                                 f"{json.dumps(snapshot, indent=1)[-6000:]}") from None  # fmt: skip
+
+    async def snapshot(self) -> dict[str, Any]:
+        return await self.evaluate(SNAPSHOT_JS)
+
+    async def _center(self, selector: str) -> tuple[float, float]:
+        box = await self.evaluate(
+            f"""(() => {{
+                const node = document.querySelector({json.dumps(selector)});
+                if (!node) return null;
+                node.scrollIntoView({{block: "center", inline: "center"}});
+                const r = node.getBoundingClientRect();
+                return {{x: r.x + r.width / 2, y: r.y + r.height / 2, w: r.width, h: r.height}};
+            }})()"""
+        )
+        assert box is not None, f"console: nothing matches {selector}"
+        assert box["w"] > 0, f"console: {selector} is not visible"
+        assert box["h"] > 0, f"console: {selector} is not visible"
+        return box["x"], box["y"]
+
+    async def click(self, selector: str) -> None:
+        """A real left click (mouse pressed and released) at the element's center."""
+        x, y = await self._center(selector)
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            extra = {"button": "left", "clickCount": 1} if kind != "mouseMoved" else {}
+            await self.cdp.send(
+                "Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, **extra}, session_id=self.session
+            )
+
+    async def type(self, selector: str, text: str) -> None:
+        """Click into the field, then type `text` as keyboard input would insert it."""
+        await self.click(selector)
+        focused = await self.evaluate(f"document.activeElement === document.querySelector({json.dumps(selector)})")
+        assert focused, f"console: a click on {selector} did not focus it"
+        await self.cdp.send("Input.insertText", {"text": text}, session_id=self.session)
+
+    async def choose(self, selector: str, value: str) -> None:
+        """Pick an option of a `<select>`: what the browser does when a user picks one (a headless window cannot
+        show the drop-down to click in): the value changes, then `input` and `change` fire."""
+        done = await self.evaluate(
+            f"""(() => {{
+                const select = document.querySelector({json.dumps(selector)});
+                if (!select || ![...select.options].some((o) => o.value === {json.dumps(value)})) return false;
+                select.focus();
+                select.value = {json.dumps(value)};
+                select.dispatchEvent(new Event("input", {{bubbles: true}}));
+                select.dispatchEvent(new Event("change", {{bubbles: true}}));
+                return true;
+            }})()"""
+        )
+        assert done, f"console: {selector} has no option {value!r}"
+
+
+async def page_targets(cdp: CDPClient) -> dict[str, str]:
+    """{target id: url} of every page target in the browser, as the lab sees them."""
+    return {
+        t["targetId"]: t["url"] for t in (await cdp.send("Target.getTargets"))["targetInfos"] if t["type"] == "page"
+    }
+
+
+async def close_targets(cdp: CDPClient, targets: Iterable[str]) -> None:
+    """The lab tidies up windows an app left behind (a killed app cannot close its own)."""
+    for target in targets:
+        with contextlib.suppress(Exception):
+            await cdp.send("Target.closeTarget", {"targetId": target})
+
+
+@contextlib.asynccontextmanager
+async def tidy_windows(cdp: CDPClient) -> AsyncIterator[None]:
+    """Close every page target that appeared during the block and is still there after it."""
+    before = set(await page_targets(cdp))
+    try:
+        yield
+    finally:
+        await close_targets(cdp, set(await page_targets(cdp)) - before)
