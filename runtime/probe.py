@@ -89,7 +89,11 @@ class PageProbe:
                     # user. (A dialog already open before this attach is not reported: such reads time out.)
                     await self._cdp.send("Page.enable", session_id=self._session)
             if self.dialog is not None:
-                raise DialogOpen(self.dialog)
+                # The user may have answered it a moment ago. Chromium sends `javascriptDialogClosed` before the
+                # answer to any later command on this connection, so one browser-side round trip settles it.
+                await self._cdp.send("Target.getTargetInfo", {"targetId": self.target_id})
+                if self.dialog is not None:
+                    raise DialogOpen(self.dialog)
             return await self._cdp.send(method, params, session_id=self._session)
         except CDPError as exc:
             if not LOST.search(str(exc)):

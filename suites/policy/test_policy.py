@@ -1,5 +1,4 @@
-"""needs_user: login, CAPTCHA and sensitive submits go to the user, with 0 real writes.
-"""
+"""needs_user: login, CAPTCHA and sensitive submits go to the user, with 0 real writes."""
 
 from __future__ import annotations
 
@@ -73,9 +72,19 @@ async def test_a_dialog_an_action_opens_is_left_to_the_user_and_the_page_is_usab
     assert_no_writes(fixture_server)  # nobody said OK
 
     sent = fixture_server.wait_for_request("/sensitive/invoices")  # registered before the user answers
+    closed = hands.wait_for_event("Page.javascriptDialogClosed", session_id=user)
     await hands.send("Page.handleJavaScriptDialog", {"accept": True}, session_id=user)
     await sent
+    await closed
     assert len(fixture_server.ledger.writes("/sensitive/invoices")) == 1
+    # The user reads the answer before handing back (bounded, in the page): the backend's own connection has long
+    # heard of the close by then, as it would have in real use.
+    shown = """new Promise((ok, no) => {
+        const timer = setTimeout(() => no(new Error("no answer shown")), 8000);
+        const check = () => document.body.innerText.includes("We emailed 2 invoices") && (clearTimeout(timer), ok(1));
+        if (!check()) new MutationObserver(check).observe(document, {subtree: true, childList: true});
+    })"""
+    await hands.send("Runtime.evaluate", {"expression": shown, "awaitPromise": True}, session_id=user)
     again = await agent.observe(page="left")
     assert again.status == "ok", again
     assert "We emailed 2 invoices" in (again.observation or "")
