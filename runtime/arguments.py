@@ -1,6 +1,7 @@
 """The model's arguments to `computer_use`, validated before anything else happens.
 
-The token is not among them: it travels in the request's `_meta`, outside what a model writes.
+The token is not among them: it travels in the request's `_meta`, outside what a model writes. Every string is
+bounded (docs/mcp.md, "Limits"), so an oversized argument is `invalid_arguments` before any backend call.
 """
 
 from __future__ import annotations
@@ -10,20 +11,23 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runtime.models import Action, Assertion
+from runtime.models.action import Short
 
 Command = Literal["list_pages", "observe", "act", "verify"]
 Detail = Literal["interactive", "full", "visual"]
+Id = Short
+"""A Page handle, relation word, session or frame id: short tokens the runtime minted or names."""
 
 
 class ComputerUseArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     command: Command
-    page: str | None = None
+    page: Id | None = None
     detail: Detail = "interactive"
     offset: int = Field(0, ge=0)
-    computer_session_id: str | None = None
-    frame_id: str | None = None
+    computer_session_id: Id | None = None
+    frame_id: Id | None = None
     action: Action | None = None
     assertion: Assertion | None = None
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 from runtime.models import Assertion
+from runtime.models.assertion import compile_pattern
 from runtime.probe import PageProbe, ax_property
 from runtime.session import Frame
 
@@ -30,8 +29,8 @@ async def failures(assertion: Assertion, probe: PageProbe, frame: Frame | None) 
         actual = await probe.evaluate(what) or ""
         return (
             []
-            if re.search(assertion.pattern or "", actual)
-            else [f"{kind}: {actual!r} does not match {assertion.pattern!r}"]
+            if matches(assertion.pattern or "", actual)
+            else [f"{kind}: {excerpt(actual)!r} does not match {assertion.pattern!r}"]
         )
     if kind in ("text_present", "text_absent"):
         text = " ".join((await probe.text()).split())
@@ -48,6 +47,22 @@ async def failures(assertion: Assertion, probe: PageProbe, frame: Frame | None) 
             f"element_count: {len(nodes)} {assertion.role} {assertion.name or ''} found, expected {assertion.count}"
         ]
     return await _element_state(assertion, probe, frame)
+
+
+EXCERPT = 200
+"""Characters of a page's url or title quoted in a failure: the rest is counted, not copied."""
+
+
+def excerpt(text: str) -> str:
+    return text if len(text) <= EXCERPT else f"{text[:EXCERPT]}…({len(text) - EXCERPT} more characters)"
+
+
+def matches(pattern: str, text: str) -> bool:
+    """RE2 search: linear in the text, so a page's long title and a model's pattern cannot hold the event loop the
+    way a backtracking engine does. A lone surrogate from the page (which RE2, working on UTF-8, cannot take) is
+    matched as U+FFFD."""
+    subject = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return compile_pattern(pattern).search(subject) is not None
 
 
 async def _element_state(assertion: Assertion, probe: PageProbe, frame: Frame | None) -> list[str]:

@@ -1,7 +1,8 @@
 """Compact JSON schemas for `tools/list`: the tool's schema is paid for in every model request.
 
 Pydantic's schemas carry a `title` on every property and spell an optional field as `anyOf: [X, null]` with
-`default: null`. Neither tells a model anything the property name and `required` do not, so both go.
+`default: null`. Neither tells a model anything the property name and `required` do not, so both go (from a
+union of several types too: `anyOf: [X, Y, null]` becomes `anyOf: [X, Y]`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def compact(schema: Any, keep_descriptions: bool = True) -> Any:
         if len(non_null) == 1:
             merged = {key: value for key, value in out.items() if key not in ("anyOf", "default")}
             return {**non_null[0], **merged}
+        out["anyOf"] = non_null
     if out.get("default", 0) is None:
         del out["default"]
     return out

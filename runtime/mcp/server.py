@@ -21,9 +21,10 @@ from mcp.types import Tool as MCPTool
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, ValidationError
 
-from runtime.arguments import Command, ComputerUseArgs, Detail
+from runtime.arguments import Command, ComputerUseArgs, Detail, Id
 from runtime.mcp.schema import compact
 from runtime.models import Action, Assertion, ComputerUseResult
+from runtime.models.action import MAX_SHORT
 from runtime.reasons import ReasonCode
 from runtime.service import ComputerUseService, Outcome
 
@@ -50,9 +51,7 @@ def _to_call_result(outcome: Outcome) -> CallToolResult:
     content: list[Any] = [TextContent(type="text", text=json.dumps(data, ensure_ascii=False))]
     if outcome.image is not None:
         content.append(ImageContent(type="image", data=base64.b64encode(outcome.image).decode(), mime_type="image/png"))
-    return CallToolResult(
-        content=content, structured_content=data, is_error=result.status == "failed"
-    )
+    return CallToolResult(content=content, structured_content=data, is_error=result.status == "failed")
 
 
 def _invalid(message: str) -> CallToolResult:
@@ -78,7 +77,9 @@ class ComputerUseServer(MCPServer):
             unknown = sorted(set(arguments) - set(ComputerUseArgs.model_fields))
             if unknown:
                 allowed = ", ".join(ComputerUseArgs.model_fields)
-                return _invalid(f"unknown argument(s) {', '.join(unknown)}; computer_use takes {allowed}")
+                named = ", ".join(_quoted(name) for name in unknown[:3])
+                more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+                return _invalid(f"unknown argument(s) {named}{more}; computer_use takes {allowed}")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -87,10 +88,21 @@ class ComputerUseServer(MCPServer):
             raise
 
 
+LOCATION = 8
+"""Parts of an error's location quoted: a nesting beyond it is elided (the depth limit is in the message)."""
+
+
+def _quoted(name: object) -> str:
+    """A model-supplied key, bounded: the message must not become a copy of an oversized argument."""
+    text = str(name)
+    return text if len(text) <= MAX_SHORT else text[:MAX_SHORT] + "…"
+
+
 def _explain(error: ValidationError) -> str:
     parts = []
     for item in error.errors()[:3]:
-        where = ".".join(str(part) for part in item["loc"])
+        loc = [_quoted(part) for part in item["loc"]]
+        where = ".".join(loc if len(loc) <= LOCATION else [*loc[:LOCATION], "…"])
         message = item["msg"].removeprefix("Value error, ")
         parts.append(f"{where}: {message}" if where else message)
     return "; ".join(parts)
@@ -104,15 +116,15 @@ def build_server(service: ComputerUseService) -> ComputerUseServer:
         command: Command,
         ctx: Context,
         page: Annotated[
-            str | None,
+            Id | None,
             Field(description="observe: a handle, or left/right/above/below/other_window."),
         ] = None,
         detail: Annotated[
             Detail, Field(description="observe: full adds text; visual adds one screenshot.")
         ] = "interactive",
         offset: Annotated[int, Field(ge=0, description="observe: continue the frame's element list.")] = 0,
-        computer_session_id: str | None = None,
-        frame_id: Annotated[str | None, Field(description="act: the latest frame_id.")] = None,
+        computer_session_id: Id | None = None,
+        frame_id: Annotated[Id | None, Field(description="act: the latest frame_id.")] = None,
         action: Action | None = None,
         assertion: Assertion | None = None,
     ) -> ComputerUseResult:

@@ -2,13 +2,39 @@
 
 One flat model (not a union) keeps the tool schema small; the validator says precisely which field a given
 action type needs, which is what an agent needs to fix its call.
+
+Every string and list is bounded (docs/mcp.md, "Limits"): a model's arguments are untrusted input too, and an
+oversized one is refused before any backend call. The limits a model could reach with real content (text, url,
+values) are published as `maxLength`/`maxItems`; those on tokens it only copies (refs, ids, keys, roles) are
+enforced without being published, because the tool schema is paid for in every model request.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+MAX_SHORT = 64
+"""Refs, handles, ids, keys and roles: short tokens the runtime, a backend or ARIA names; longer ones are invalid."""
+MAX_TEXT = 10_000
+MAX_URL = 2048
+MAX_VALUES = 50
+MAX_VALUE = 500
+
+
+def enforced(limit: int) -> AfterValidator:
+    """A length limit that is checked but not published in the schema (a published one is `max_length`)."""
+
+    def check(value: str) -> str:
+        if len(value) > limit:
+            raise ValueError(f"at most {limit} characters, not {len(value)}")
+        return value
+
+    return AfterValidator(check)
+
+
+Short = Annotated[str, enforced(MAX_SHORT)]
 
 ActionType = Literal["click", "type", "press", "scroll", "select", "navigate"]
 
@@ -20,15 +46,17 @@ class Action(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: ActionType
-    ref: str | None = Field(None, description="Ref from the latest frame.")
-    text: str | None = Field(None, description="type: text to enter.")
+    ref: Short | None = None
+    text: str | None = Field(None, max_length=MAX_TEXT, description="type: text to enter.")
     submit: bool = Field(False, description="type: press Enter after.")
-    key: str | None = Field(None, description="press: e.g. Enter, Tab, Escape.")
-    values: list[str] | None = Field(None, description="select: option values or labels.")
-    url: str | None = Field(None, description="navigate: absolute http(s) URL.")
+    key: Short | None = Field(None, description="press: e.g. Enter, Tab, Escape.")
+    values: list[Annotated[str, enforced(MAX_VALUE)]] | None = Field(
+        None, max_length=MAX_VALUES, description="select: option values or labels."
+    )
+    url: str | None = Field(None, max_length=MAX_URL, description="navigate: absolute http(s) URL.")
     direction: Literal["up", "down", "left", "right"] | None = None
-    x: float | None = Field(None, description="Viewport CSS px.")
-    y: float | None = None
+    x: float | None = Field(None, allow_inf_nan=False, description="Viewport CSS px.")
+    y: float | None = Field(None, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _fields_for_type(self) -> Action:

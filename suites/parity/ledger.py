@@ -32,6 +32,7 @@ LIFECYCLE = "spec Page identity 与生命周期"
 POPUPS = "spec Popup 与并发"
 BACKENDS_SPEC = "spec 三个执行 backend"
 HOST = "issue 10: the host app"
+BOUNDS = "issue 11: every input bounded"
 
 PW = "playwright_mcp"
 CDM = "chrome_devtools_mcp"
@@ -214,6 +215,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req(
         "installed:backend-switch", "spec PHASE 6", "a backend change mid-turn moves new sessions only: no double run"
     ),
+    # -- every input bounded (issue 11, part 4) ------------------------------------------------------------------
+    _req("bounds:every-input", BOUNDS, "every string and list argument has a size limit; assertions breadth and depth"),
+    _req("bounds:before-backend", BOUNDS, "over-limit arguments are invalid_arguments with a hint and 0 CDP commands"),
+    _req("bounds:finite-coordinates", BOUNDS, "NaN and Infinity for x/y are invalid_arguments, over stdio too"),
+    _req("bounds:linear-patterns", BOUNDS, "a catastrophic pattern on a long title answers; other connections served"),
+    _req("bounds:published", BOUNDS, "the tool schema publishes the text, url, values, pattern and `of` limits"),
     _req(
         "protocol:invalid-arguments",
         "spec 004 (MCP tool conventions)",
@@ -447,7 +454,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req(
         "unit:dependencies",
         "DESIGN §2",
-        "the runtime imports mcp, pydantic, aiohttp only; the lab never what it measures",
+        "the runtime imports mcp, pydantic, aiohttp, re2 only; the host no backend; the lab never what it measures",
     ),
     _req("unit:models", "DESIGN §3.4", "actions and assertions reject what would prove or do nothing"),
     _req("unit:policy-rules", "DESIGN §3.4", "login, CAPTCHA and sensitive writes go to the user"),

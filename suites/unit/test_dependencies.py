@@ -12,7 +12,8 @@ pytestmark = pytest.mark.req("unit:dependencies")
 
 ROOT = Path(__file__).resolve().parents[2]
 # uvicorn arrives with mcp (its streamable HTTP server); the bearer check wraps that server
-RUNTIME_MAY_IMPORT = {"mcp", "mcp_types", "pydantic", "aiohttp", "uvicorn", "runtime", "backends"}
+# re2 (google-re2): model-supplied patterns run in linear time, so a pattern cannot freeze the server
+RUNTIME_MAY_IMPORT = {"mcp", "mcp_types", "pydantic", "aiohttp", "uvicorn", "re2", "runtime", "backends"}
 LAB_MAY_NOT_IMPORT = {"runtime", "backends", "host"}
 HOST_MAY_NOT_IMPORT = {"backends", "lab", "fixtures_sites", "suites"}
 """The host uses the runtime's public API only; the provider SDKs (and httpx2, their transport, whose timeout
@@ -38,7 +39,7 @@ def third_party(found: dict[str, set[str]]) -> dict[str, set[str]]:
     return {name: where for name, where in found.items() if name not in sys.stdlib_module_names}
 
 
-def test_the_runtime_imports_only_mcp_pydantic_aiohttp_and_the_standard_library() -> None:
+def test_the_runtime_imports_only_mcp_pydantic_aiohttp_re2_and_the_standard_library() -> None:
     extra = {n: w for n, w in third_party(imports("runtime")).items() if n not in RUNTIME_MAY_IMPORT}
     assert not extra, f"runtime/ imports {extra}"
 
