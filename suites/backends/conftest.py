@@ -99,16 +99,13 @@ MakeCDM = Callable[..., Awaitable[ChromeDevToolsMCPBackend]]
 @pytest.fixture
 async def behind_gateway(tap: CDPTap, tmp_path: Path, bound_page: LabPage) -> AsyncIterator[Callable[..., Any]]:
     """`await behind_gateway(BackendClass, **options)`: a started backend behind the runtime's scoped gateway bound
-    to `bound_page`, on the tap (label "backend"), in a workdir of its own; each closed after, its gateway last.
-    `gateway_class` replaces the gateway (negative controls only)."""
+    to `bound_page`, on the tap (label "backend"), in a workdir of its own; each closed after, its gateway last."""
     started: list[tuple[Any, ScopedGateway]] = []
 
-    async def make(
-        backend_class: Callable[..., Any], *, gateway_class: type[ScopedGateway] = ScopedGateway, **options: Any
-    ) -> Any:
+    async def make(backend_class: Callable[..., Any], **options: Any) -> Any:
         workdir = tmp_path / f"backend-{len(started)}"
         workdir.mkdir()
-        gateway = gateway_class(await tap.endpoint("backend"), bound_page.target_id)
+        gateway = ScopedGateway(await tap.endpoint("backend"), bound_page.target_id)
         endpoint = await gateway.start()
         config = BackendConfig(cdp_endpoint=endpoint, workdir=workdir, target_state=lambda g=gateway: g.lost)
         backend = backend_class(config, **options)

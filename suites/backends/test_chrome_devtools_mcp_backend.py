@@ -22,6 +22,7 @@ from backends.chrome_devtools_mcp.errors import classify, navigation_failure
 from backends.chrome_devtools_mcp.snapshot import UID, SnapshotFormatError, nodes_of, parse_snapshot
 from backends.common.normalize import render
 from fixtures_sites.server import FixtureServer
+from lab.cdp import CDPClient
 from lab.tap import BROWSER, CDPTap
 from lab.tokens import count_text, image_size
 from lab.workspace import LabPage, Workspace
@@ -193,6 +194,50 @@ async def test_every_control_of_a_page_and_its_cross_site_iframe_gets_a_uid_of_i
     assert "Chat with Northwind support" in snapshot.text  # the cross-site iframe is read
 
 
+async def lifecycle_as_a_late_client_sees_it(
+    gateway_class: type[ScopedGateway], tap: CDPTap, page: LabPage
+) -> list[tuple[str, str, str]]:
+    """(frame, event, loader) of the lifecycle events a client that attaches to the loaded Page receives through
+    `gateway_class`, up to the first `commit` (Chromium replays the Page's events when they are enabled)."""
+    gateway = gateway_class(await tap.endpoint("backend"), page.target_id)
+    await gateway.start()
+    try:
+        client = await CDPClient.connect(
+            gateway.url.replace("http://", "ws://", 1) + f"/devtools/page/{page.target_id}"
+        )
+        try:
+            seen: list[tuple[str, str, str]] = []
+
+            def record(params: dict) -> bool:
+                seen.append((params["frameId"], params["name"], params["loaderId"]))
+                return params["name"] == "commit"
+
+            committed = client.wait_for_event("Page.lifecycleEvent", predicate=record)  # registered before enabling
+            await client.send("Page.enable")
+            await client.send("Page.setLifecycleEventsEnabled", {"enabled": True})
+            await committed
+            return seen
+        finally:
+            await client.close()
+    finally:
+        await gateway.close()
+
+
+def assert_init_before_commit(seen: list[tuple[str, str, str]]) -> None:
+    """The first event of the Page's frame is `init` with the loader its `commit` names: the loaderId Puppeteer (and
+    so chrome-devtools-mcp's uid key) takes from `init` is the frame's real one."""
+    frame, _, loader = seen[-1]
+    assert seen[0] == (frame, "init", loader), f"no init before the replayed commit: {seen}"
+
+
+@pytest.mark.parametrize("bound_page", ["/frames/"], indirect=True)
+@pytest.mark.req("adapter:unique-refs", "frames:iframe-refs")
+async def test_a_late_client_gets_the_init_chromium_does_not_replay_with_the_frames_real_loader(
+    tap: CDPTap, bound_page: LabPage
+) -> None:
+    assert_init_before_commit(await lifecycle_as_a_late_client_sees_it(ScopedGateway, tap, bound_page))
+
+
 class NoInitGateway(ScopedGateway):
     """A deliberately broken gateway (negative control only): it forwards lifecycle events as Chromium sends them."""
 
@@ -204,16 +249,13 @@ class NoInitGateway(ScopedGateway):
 @pytest.mark.negative_control
 @pytest.mark.parametrize("bound_page", ["/frames/"], indirect=True)
 @pytest.mark.req("adapter:unique-refs", "frames:iframe-refs")
-async def test_without_the_gateways_init_event_the_upstream_gives_one_uid_to_two_frames_nodes(
-    make_cdm: MakeCDM,
+async def test_the_init_check_catches_a_gateway_that_forwards_lifecycle_events_as_chromium_sends_them(
+    tap: CDPTap, bound_page: LabPage
 ) -> None:
-    # The Page loaded before the upstream attached, so Chromium never sends `init`: every frame's loaderId is "",
-    # and the upstream's uid key (loaderId_backendNodeId) collides across the page's and the iframe's processes.
-    uids, snapshot = await uids_of_the_frames_page(await make_cdm(gateway_class=NoInitGateway))
-
-    assert [uid for uid, n in uids.items() if n > 1]
-    assert "(not addressable)" in snapshot.text  # the parser still refuses to offer such a uid
-    assert not {e.ref for e in snapshot.elements} & {uid for uid, n in uids.items() if n > 1}
+    # Without the init every frame's loaderId is "" to Puppeteer, and chrome-devtools-mcp's uid key
+    # (loaderId_backendNodeId) collides across processes whenever two frames' node ids do (seen: most runs).
+    with pytest.raises(AssertionError, match="no init before the replayed commit"):
+        assert_init_before_commit(await lifecycle_as_a_late_client_sees_it(NoInitGateway, tap, bound_page))
 
 
 # -- failures ------------------------------------------------------------------------------------------------------

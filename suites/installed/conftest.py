@@ -195,10 +195,16 @@ async def build_and_install(tmp: Path) -> Installed:
     pip = (sys.executable, "-m", "pip", "--python", venv / "bin" / "python")
     house = wheelhouse()
     house.mkdir(parents=True, exist_ok=True)
+    # Only the dependencies live there: `pip download` of the wheel saves the project's own wheel too, and a stale
+    # one (same version, older requirements) would be what the next download resolves instead of this build.
+    for stale in house.glob("computer_use_lab-*.whl"):
+        stale.unlink()
     try:
         await run(*pip, "install", "-q", "--no-compile", "--no-index", "--find-links", house, wheel, cwd=tmp)
     except AssertionError:
         await run(sys.executable, "-m", "pip", "download", "-q", "-d", house, wheel, cwd=tmp)
+        for own in house.glob("computer_use_lab-*.whl"):
+            own.unlink()
         await run(*pip, "install", "-q", "--no-compile", "--no-index", "--find-links", house, wheel, cwd=tmp)
     site = Path(
         (
