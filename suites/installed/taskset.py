@@ -156,8 +156,17 @@ class TurnRecord:
         return [card for step in self.steps for card in step]
 
     def elsewhere(self, allowed: set[str]) -> dict[str, dict[str, int]]:
-        """Calls on any Page but `allowed` ("browser" is browser-level traffic that names no Page)."""
-        return {t: dict(methods) for t, methods in self.calls.items() if t not in allowed | {"browser"}}
+        """Calls on any Page but `allowed` ("browser" is browser-level traffic that names no Page).
+
+        `Target.detachFromTarget` is left out: it is the runtime letting go of a session it held on a Page of an
+        earlier turn (the least recently used session is closed past `max_sessions`, whenever it goes idle), a
+        browser-level call that reaches no Page; any attach or command on that Page would still count."""
+        return {
+            t: methods
+            for t, counter in self.calls.items()
+            if t not in allowed | {"browser"}
+            and (methods := {m: n for m, n in counter.items() if m != "Target.detachFromTarget"})
+        }
 
     def outside(self) -> dict[str, dict[str, int]]:
         """Calls on anything but the ticked Page (and its iframes)."""
