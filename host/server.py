@@ -290,7 +290,9 @@ class ConsoleServer:
 class DemoServer:
     """The `--demo` Page: one static page on a loopback origin of its own (a Page is never the console's origin).
 
-    It holds nothing secret, but it is a port we open, so it too answers only requests addressed to it by name."""
+    It holds nothing secret, but it is a port we open, so it too answers only requests addressed to it by name. It
+    is meant to be loaded by the browser, so it takes no secret and no Origin check: one GET of one static file, no
+    state and no action, is all any page's script can get from it."""
 
     def __init__(self) -> None:
         self.port = 0
