@@ -6,9 +6,12 @@ from fixtures_sites.scenarios import (
     catalogue,
     chat,
     dom_form,
+    evasion,
     faults,
+    forgery,
     frames,
     home,
+    huge,
     injection,
     login,
     popup,
@@ -20,7 +23,7 @@ from fixtures_sites.scenarios import (
 
 MODULES = (
     home, dom_form, catalogue, canvas, popup, captcha, login, sensitive, injection, frames, stall, chat, faults, race,
-    port_scan,
+    port_scan, evasion, forgery, huge,
 )
 
 ROUTES = tuple(route for module in MODULES for route in module.ROUTES)
