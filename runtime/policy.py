@@ -1,45 +1,108 @@
-"""When a write must go to the user instead (`needs_user`): login, CAPTCHA, sensitive or irreversible submits.
+"""When a write must go to the user instead (`needs_user`): login, CAPTCHA, payment, sensitive or irreversible
+commits, and navigation to an origin the user did not authorize.
 
-Decided by the runtime from the Page's structure (a visible password field, a challenge widget, payment fields)
-and from what the target element *is* (its role and accessible name), never from instructions the page
-content gives. Reads are never blocked: an agent may look at a login page, it just may not sign in.
+Decided from the runtime's own reads a moment before the input (runtime/probe.py for the Page's structure in every
+frame, runtime/commit.py for the element the write goes through and what it commits), never from the frame the agent
+saw and never from instructions the page gives. Names are one signal among several (runtime/sensitivity.py); the
+structure (password and card fields, challenge widgets, another site's form) and what activating the element does
+(its form's submit controls and action, its link) are the others. Reads are never blocked: an agent may look at a
+login page, it just may not sign in. The rules, and their limits, are written down in docs/policy.md.
+
+Messages never quote the page: they name the rule and the concept, so page text cannot speak in the runtime's voice.
 """
 
 from __future__ import annotations
 
-import re
+from urllib.parse import urlsplit
 
-from runtime.backend import Element
+from runtime.commit import Reading, Target
 from runtime.models import Action
 from runtime.probe import Structure
+from runtime.sensitivity import ACTIVATING_ROLES, mismatch, sensitive, sensitive_url
 
-SENSITIVE_NAME = re.compile(
-    r"\b(pay|payment|purchase|buy|place (the )?order|checkout now|confirm (order|payment|purchase)|"
-    r"delete|remove (my )?account|close (my )?account|deactivate|transfer|send money|withdraw|"
-    r"change (my )?(password|email)|cancel (my )?subscription)\b",
-    re.I,
-)
-ACTIVATING_ROLES = frozenset({"button", "link", "menuitem", "checkbox", "radio", "switch", "option", "tab"})
+ACTIVATING_TAGS = frozenset({"button", "a", "summary", "select", "option", "label"})
+SIGN_IN = "This Page is a sign-in form. The user must sign in themselves."
+CAPTCHA = "This Page shows a CAPTCHA challenge. The user must solve it themselves."
+PAYMENT = "This Page asks for payment details. The user must enter and submit them themselves."
 
 
-def needs_user(action: Action, element: Element | None, structure: Structure) -> str | None:
-    """A message for the user if this action must be handed over; None if the runtime may perform it."""
-    if not action.is_write or action.type == "navigate":
+def needs_user(action: Action, reading: Reading, structure: Structure | None, authorized_url: str) -> str | None:
+    """A message for the user if this action must be handed over; None if the runtime may perform it.
+
+    `authorized_url`: the Page's address when the user authorized it for this request (its origin is the one the
+    agent may navigate within)."""
+    if action.type == "navigate":
+        return navigation(action.url or "", authorized_url)
+    if not action.is_write or structure is None:
         return None
     if structure.has_password:
-        return "This Page is a sign-in form. The user must sign in themselves."
+        return SIGN_IN
     if structure.has_captcha:
-        return "This Page shows a CAPTCHA challenge. The user must solve it themselves."
-    if element is not None and _activates(action, element) and SENSITIVE_NAME.search(element.name):
-        return f'"{element.name}" is a sensitive or irreversible action. The user must confirm it themselves.'
+        return CAPTCHA
+    for target in reading.targets:
+        reason = _through(action, target, structure)
+        if reason is not None:
+            return reason
     if structure.has_payment_fields:
-        return "This Page asks for payment details. The user must enter and submit them themselves."
+        return PAYMENT
     return None
 
 
-def _activates(action: Action, element: Element) -> bool:
-    if action.type == "click":
-        return element.role in ACTIVATING_ROLES
-    if action.type == "press":
-        return action.key in ("Enter", " ", "Space")
-    return action.type == "type" and action.submit
+def navigation(url: str, authorized_url: str) -> str | None:
+    """A new origin is the user's to approve; on the authorized origin, an address that names an action (a GET
+    with a side effect, `/delete?id=1`) is checked like a write."""
+    if _origin(url) != _origin(authorized_url):
+        return (
+            "This navigation leaves the origin the user authorized for this Page. "
+            "The user must approve the new site (open it themselves, then authorize it)."
+        )
+    concept = sensitive_url(url)
+    if concept is not None:
+        return f"This address performs an action ({concept}). The user must confirm it themselves."
+    return None
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), (parts.netloc or "").lower()
+
+
+def _through(action: Action, target: Target, structure: Structure) -> str | None:
+    """The verdict for one live element the write goes through."""
+    foreign = target.iframe_frame_id or (target.frame.frame_id if not target.frame.top else None)
+    if foreign is not None and foreign in structure.foreign_forms:
+        return "This control is part of another site's form embedded in the Page. The user must use it themselves."
+    activates = action.type in ("click", "press") and not target.text_entry
+    if activates and (target.role in ACTIVATING_ROLES or target.role in ACTIVATING_TAGS or target.commits_form):
+        concept = sensitive(*target.names, target.visible)
+        if concept == "sign in" and target.role == "link" and not target.commits_form:
+            concept = None  # a link to the sign-in page; its form is guarded by structure (the password field)
+        if concept is not None:
+            return f"This control is a sensitive or irreversible action ({concept}). The user must confirm it."
+    commits = target.commits_form or bool(target.href)
+    if commits and activates and target.accessible_name and mismatch(target.accessible_name, target.visible):
+        return (
+            "This control's accessible name and its visible text disagree. "
+            "The user must check what it does and activate it themselves."
+        )
+    if commits and activates and target.listens_pointer:
+        return "This control reacts to the pointer and can change what it says as it is pressed. The user must use it."
+    if action.type == "select":
+        chosen = [label for label, value in target.options if label in action.values or value in action.values]  # type: ignore[operator]
+        concept = sensitive(*chosen)
+        if concept is not None:
+            return f"This choice is a sensitive or irreversible action ({concept}). The user must make it themselves."
+    if target.commits_form and target.form is not None:
+        form = target.form
+        if form.password:
+            return SIGN_IN
+        if form.payment:
+            return PAYMENT
+        concept = sensitive(*form.submitters, *form.checks) or sensitive_url(form.action)
+        if concept is not None:
+            return f"This submits a sensitive or irreversible form ({concept}). The user must confirm it themselves."
+    if target.href and activates:
+        concept = sensitive_url(target.href)
+        if concept is not None:
+            return f"This link performs an action ({concept}). The user must confirm it themselves."
+    return None

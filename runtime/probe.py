@@ -20,17 +20,31 @@ CAPTCHA_FRAME = re.compile(r"captcha|recaptcha|hcaptcha|turnstile|challenges\.cl
 
 STRUCTURE_JS = r"""
 (() => {
+  // One frame's document, open shadow roots included (a login form in a web component is still a login form).
+  const roots = [document];
+  let seen = 0;
+  for (let i = 0; i < roots.length && seen < 300000; i++) {
+    const walker = document.createTreeWalker(roots[i], NodeFilter.SHOW_ELEMENT);
+    for (let el = walker.nextNode(); el && seen++ < 300000; el = walker.nextNode()) {
+      if (el.shadowRoot) roots.push(el.shadowRoot);
+    }
+  }
+  const all = sel => roots.flatMap(root => [...root.querySelectorAll(sel)]);
   const visible = el => !!(el.offsetWidth || el.offsetHeight || el.getClientRects().length);
-  const frames = [...document.querySelectorAll('iframe')].map(f => (f.title || '') + ' ' + (f.src || ''));
-  const robot = [...document.querySelectorAll('[role=checkbox],input[type=checkbox]')]
-      .some(el => /not a robot/i.test(
-          (el.getAttribute('aria-label') || '') + ' ' + (el.labels?.[0]?.textContent || '')));
+  const fields = all('input:not([type=hidden]),select,textarea');
+  const words = el => ['name', 'id', 'placeholder', 'aria-label'].map(a => el.getAttribute(a) || '').join(' ');
+  const payment = fields.some(el =>
+      (el.getAttribute('autocomplete') || '').toLowerCase().split(/\s+/).some(t => t.startsWith('cc-')) ||
+      (/numeric|decimal|tel/i.test((el.getAttribute('inputmode') || '') + ' ' + el.type) &&
+       /card.?(number|num|no)|cc.?(number|num)|cvc|cvv|csc|security.?code/i.test(words(el))));
+  const frames = all('iframe,frame').map(f => [f.getAttribute('src') || '', f.title || '', f.name || ''].join(' '));
+  const robot = all('[role=checkbox],input[type=checkbox]').some(el => /not a robot|captcha/i.test(
+      (el.getAttribute('aria-label') || '') + ' ' + [...(el.labels || [])].map(l => l.textContent).join(' ')));
+  const widget = all('.g-recaptcha,.h-captcha,.cf-turnstile,[data-sitekey]').length > 0;
   return {
-    url: location.href,
-    title: document.title,
-    password: [...document.querySelectorAll('input[type=password]')].some(visible),
-    payment: !!document.querySelector('input[autocomplete^="cc-"]'),
-    frames, robot,
+    url: location.href, origin: location.origin, title: document.title,
+    password: all('input[type=password]').some(visible),
+    payment, frames, captcha: robot || widget, fields: fields.filter(visible).length,
   };
 })()
 """
@@ -38,11 +52,36 @@ STRUCTURE_JS = r"""
 
 @dataclass(frozen=True)
 class Structure:
+    """What the Page is, read across all its frames (same-process, out-of-process, open shadow roots)."""
+
     url: str
     title: str
     has_password: bool
     has_captcha: bool
     has_payment_fields: bool
+    foreign_forms: frozenset[str] = frozenset()
+    """Frames of another origin than the top document that hold visible form fields (a third party's form)."""
+
+
+@dataclass(frozen=True)
+class FrameContext:
+    """One frame of the Page as the probe reaches it: the CDP session it lives in and an isolated world in it."""
+
+    session: str
+    frame_id: str
+    url: str
+    world: int
+    top: bool
+
+
+PAYMENT_FRAME = re.compile(
+    r"js\.stripe\.com|checkout\.stripe\.com|stripe\.network|braintreegateway\.com|braintree-api\.com|paypal\.com|"
+    r"adyen\.com|checkoutshopper|checkout\.com|squareup\.com|squarecdn\.com|klarna\.com|pay\.google\.com|"
+    r"authorize\.net|worldpay\.com|mollie\.com|razorpay\.com|secure (payment|card) (input )?frame",
+    re.I,
+)
+MAX_FRAMES = 32
+"""Frames a read visits; a Page with more is read as far as this (see docs/policy.md, "Known limits")."""
 
 
 class TargetGone(Exception):
@@ -62,20 +101,26 @@ class PageProbe:
         watch_dialogs: bool = True,
         target_state: Callable[[], str | None] = lambda: None,
     ) -> None:
-        """`watch_dialogs`: enable Page events on the probe's session to learn of dialogs (a session's probe lives
-        as long as the session; a one-off read such as a preview does without). `target_state`: the session
-        gateway's word on the target (None while it lives); a gone target is refused before anything is sent."""
+        """`watch_dialogs`: enable Page events on the probe's session to learn of dialogs and attach to the Page's
+        out-of-process frames (a session's probe lives as long as the session; a one-off read such as a preview
+        does without). `target_state`: the session gateway's word on the target (None while it lives); a gone
+        target is refused before anything is sent."""
         self._cdp = cdp
         self._target_state = target_state
         self.target_id = target_id
         self._session: str | None = None
         self._watch_dialogs = watch_dialogs
+        self._children: dict[str, str] = {}
+        """Out-of-process frames of the Page (auto-attached): CDP session id -> frame (target) id."""
+        self._attaching: set[asyncio.Future[None]] = set()
         self.dialog: str | None = None
         """"type: message" of the dialog open on the Page, from the Page events of this probe's session."""
         self.dialog_open = asyncio.Event()
         """Set while `dialog` is: what an act in progress waits on beside its backend's answer."""
 
-    async def _send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def _send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
         gone = self._target_state()
         if gone is not None:
             raise TargetGone(gone)
@@ -88,18 +133,36 @@ class PageProbe:
                     # Page events tell the probe when a dialog opens; a read sent after that would wait for the
                     # user. (A dialog already open before this attach is not reported: such reads time out.)
                     await self._cdp.send("Page.enable", session_id=self._session)
+                    await self._auto_attach(self._session)
             if self.dialog is not None:
                 # The user may have answered it a moment ago. Chromium sends `javascriptDialogClosed` before the
                 # answer to any later command on this connection, so one browser-side round trip settles it.
                 await self._cdp.send("Target.getTargetInfo", {"targetId": self.target_id})
                 if self.dialog is not None:
                     raise DialogOpen(self.dialog)
-            return await self._cdp.send(method, params, session_id=self._session)
         except CDPError as exc:
             if not LOST.search(str(exc)):
                 raise
             self._session = None
             raise TargetGone(str(exc)) from exc
+        try:
+            return await self._cdp.send(method, params, session_id=session or self._session)
+        except CDPError as exc:
+            if session is not None and session != self._session:
+                raise  # a child frame that went away (navigated, removed) is not the Page being gone
+            if not LOST.search(str(exc)):
+                raise
+            self._session = None
+            raise TargetGone(str(exc)) from exc
+
+    async def _auto_attach(self, session: str) -> None:
+        # Out-of-process frames (another site's iframe) are targets of their own; Chromium announces each one, and
+        # the ones nested in it, with `Target.attachedToTarget` on the parent's session before this call answers.
+        await self._cdp.send(
+            "Target.setAutoAttach",
+            {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True},
+            session_id=session,
+        )
 
     async def _world(self) -> int:
         # A fresh isolated world per read: navigation destroys the previous one, and creating it is cheap.
@@ -107,6 +170,39 @@ class PageProbe:
         frame_id = tree["frameTree"]["frame"]["id"]
         world = await self._send("Page.createIsolatedWorld", {"frameId": frame_id, "worldName": "computer_use_probe"})
         return world["executionContextId"]
+
+    async def frames(self) -> list[FrameContext]:
+        """Every frame of the Page, each with a fresh isolated world: the top document first, then its same-process
+        frames, then each out-of-process frame and its own children. At most `MAX_FRAMES`."""
+        contexts: list[FrameContext] = []
+        await self._send("Page.getFrameTree")  # attaches (and auto-attaches the children) on first use
+        if self._attaching:  # children of out-of-process frames, announced a moment ago
+            await asyncio.wait(set(self._attaching), timeout=2.0)
+        sessions = [self._session, *self._children]
+        for session in sessions:
+            if session is None or len(contexts) >= MAX_FRAMES:
+                continue
+            try:
+                tree = await self._send("Page.getFrameTree", session=session)
+            except CDPError:
+                continue  # a child frame that went away in the meantime
+            pending = [tree["frameTree"]]
+            while pending and len(contexts) < MAX_FRAMES:
+                node = pending.pop(0)
+                frame = node["frame"]
+                pending.extend(node.get("childFrames", []))
+                try:
+                    world = await self._send(
+                        "Page.createIsolatedWorld",
+                        {"frameId": frame["id"], "worldName": "computer_use_probe"},
+                        session=session,
+                    )
+                except CDPError:
+                    continue  # a frame still loading, or gone
+                top = session == self._session and frame.get("parentId") is None
+                context = world["executionContextId"]
+                contexts.append(FrameContext(session, frame["id"], frame.get("url", ""), context, top))
+        return contexts
 
     async def evaluate(self, expression: str) -> Any:
         result = await self._send(
@@ -117,12 +213,55 @@ class PageProbe:
             raise CDPError(f"probe expression failed: {result['exceptionDetails'].get('text')}")
         return result["result"].get("value")
 
+    async def evaluate_in(self, frame: FrameContext, expression: str, by_value: bool = True) -> Any:
+        """An expression in one frame's isolated world: its value, or (`by_value=False`) its remote object."""
+        result = await self._send(
+            "Runtime.evaluate",
+            {"expression": expression, "contextId": frame.world, "returnByValue": by_value},
+            session=frame.session,
+        )
+        if "exceptionDetails" in result:
+            raise CDPError(f"probe expression failed: {result['exceptionDetails'].get('text')}")
+        return result["result"].get("value") if by_value else result["result"]
+
+    async def call_on(self, frame: FrameContext, object_id: str, function: str, *args: Any) -> Any:
+        """`function` called with `this` = the remote object, in the object's frame; returns its value."""
+        result = await self._send(
+            "Runtime.callFunctionOn",
+            {
+                "objectId": object_id,
+                "functionDeclaration": function,
+                "arguments": [{"value": arg} for arg in args],
+                "returnByValue": True,
+            },
+            session=frame.session,
+        )
+        if "exceptionDetails" in result:
+            raise CDPError(f"probe function failed: {result['exceptionDetails'].get('text')}")
+        return result["result"].get("value")
+
+    async def send_in(self, frame: FrameContext, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One CDP command on the session a frame lives in (DOM, Accessibility, DOMDebugger reads)."""
+        return await self._send(method, params, session=frame.session)
+
     async def structure(self) -> Structure:
-        raw = await self.evaluate(STRUCTURE_JS)
-        tree = await self._send("Page.getFrameTree")
-        frame_urls = [child["frame"].get("url", "") for child in tree["frameTree"].get("childFrames", [])]
-        captcha = raw["robot"] or any(CAPTCHA_FRAME.search(text) for text in [*raw["frames"], *frame_urls])
-        return Structure(raw["url"], raw["title"], raw["password"], captcha, raw["payment"])
+        frames = await self.frames()
+        reads: list[tuple[FrameContext, dict[str, Any]]] = []
+        for frame in frames:
+            try:
+                reads.append((frame, await self.evaluate_in(frame, STRUCTURE_JS)))
+            except CDPError:
+                continue  # a frame that navigated away between the two calls
+        if not reads or not reads[0][0].top:
+            raise CDPError("probe could not read the top document")
+        top = reads[0][1]
+        texts = [frame.url for frame, _ in reads] + [text for _, raw in reads for text in raw["frames"]]
+        captcha = any(raw["captcha"] for _, raw in reads) or any(CAPTCHA_FRAME.search(t) for t in texts)
+        payment = any(raw["payment"] for _, raw in reads) or any(PAYMENT_FRAME.search(t) for t in texts)
+        foreign = frozenset(
+            frame.frame_id for frame, raw in reads if raw["origin"] != top["origin"] and raw["fields"] > 0
+        )
+        return Structure(top["url"], top["title"], any(raw["password"] for _, raw in reads), captcha, payment, foreign)
 
     async def text(self, limit: int = 200_000) -> str:
         return await self.evaluate(f"(document.body ? document.body.innerText : '').slice(0, {int(limit)})") or ""
@@ -154,6 +293,18 @@ class PageProbe:
         await self._send("Page.bringToFront")
 
     def _on_event(self, method: str, params: dict[str, Any], session_id: str | None) -> None:
+        if method == "Target.attachedToTarget" and (session_id == self._session or session_id in self._children):
+            info = params.get("targetInfo", {})
+            if info.get("type") == "iframe":
+                child = params["sessionId"]
+                self._children[child] = info.get("targetId", "")
+                task = asyncio.ensure_future(self._attach_child(child))
+                self._attaching.add(task)
+                task.add_done_callback(self._attaching.discard)
+            return
+        if method == "Target.detachedFromTarget":
+            self._children.pop(params.get("sessionId", ""), None)
+            return
         if session_id != self._session:
             return
         if method == "Page.javascriptDialogOpening":
@@ -163,8 +314,13 @@ class PageProbe:
             self.dialog = None
             self.dialog_open.clear()
 
+    async def _attach_child(self, session: str) -> None:
+        with contextlib.suppress(CDPError, TimeoutError):  # the frame may be gone already
+            await self._auto_attach(session)
+
     async def close(self) -> None:
         self._cdp.unlisten(self._on_event)
+        self._children.clear()
         if self._session is not None:
             session, self._session = self._session, None
             with contextlib.suppress(CDPError, TimeoutError):  # the target may already be gone
@@ -185,11 +341,14 @@ async def read_preview(cdp: CDPConnection, target_id: str, chars: int = 160, tim
     must not wait for it (the preview is then empty).
     """
     probe = PageProbe(cdp, target_id, watch_dialogs=False)
-    expression = f"(document.body ? document.body.innerText : '').slice(0, {chars * 2})"
+    # Cut on a code-point boundary: a slice through a surrogate pair would leave half a character.
+    expression = (
+        f"(document.body ? document.body.innerText : '').slice(0, {chars * 2}).replace(/[\\uD800-\\uDBFF]$/, '')"
+    )
     try:
         text = await asyncio.wait_for(probe.evaluate(expression), timeout)
     except (TargetGone, CDPError, TimeoutError):
         return ""
     finally:
         await probe.close()
-    return " ".join((text or "").split())[:chars]
+    return " ".join((text or "").split())  # PageInfo cleans it and cuts it, with the marker, to its limit

@@ -22,13 +22,14 @@ from runtime.backend import BackendError, Element
 from runtime.capability.host import ContextStore, PageContext
 from runtime.capability.token import CapabilityError
 from runtime.capability.verifier import CapabilityVerifier, StaleContext
-from runtime.cdp import CDPConnection
+from runtime.cdp import CDPConnection, CDPError
+from runtime.commit import read_commit
 from runtime.gateway import ScopedGateway
 from runtime.models import Action, Assertion, ComputerUseResult, Page
 from runtime.models.page import RELATIONS
 from runtime.observation import render
 from runtime.policy import needs_user
-from runtime.probe import DialogOpen, Structure, TargetGone
+from runtime.probe import DialogOpen, TargetGone
 from runtime.reasons import ReasonCode
 from runtime.registry.registry import PageRegistry, UnknownPage
 from runtime.session import ComputerSession, Frame
@@ -186,7 +187,7 @@ class ComputerUseService:
         except DialogOpen:
             raise Refusal(ReasonCode.needs_user, DIALOG_OPEN) from None
         except BackendError as exc:
-            raise self._backend_refusal(session, exc) from None
+            raise self._backend_refusal(session, exc, reading=True) from None
         point_request = (context.turn, context.sequence + 1) if image is not None else None
         frame = session.new_frame(snapshot, detail, point_request)
         result = self._observation(session, frame, 0)
@@ -205,7 +206,7 @@ class ComputerUseService:
             next_offset=next_offset,
         )
 
-    def _backend_refusal(self, session: ComputerSession, exc: BackendError) -> Refusal:
+    def _backend_refusal(self, session: ComputerSession, exc: BackendError, reading: bool = False) -> Refusal:
         if exc.kind == "target_lost":
             self.sessions.invalidate(session, ReasonCode.target_lost, GONE)
             return Refusal(ReasonCode.target_lost, GONE)
@@ -213,8 +214,11 @@ class ComputerUseService:
             return Refusal(ReasonCode.timeout, "the backend did not finish in time")
         if exc.kind == "dialog":
             return Refusal(ReasonCode.needs_user, DIALOG_OPEN)
-        detail = " ".join(str(exc).split())[:200]
-        return Refusal(ReasonCode.stale_observation, f"the Page did not accept the action ({exc.kind}: {detail})")
+        # The upstream's words may echo page text: they go to the log, never into a message the model reads.
+        log.info("backend refused %s: %s", exc.kind, " ".join(str(exc).split())[:500])
+        if reading:
+            return Refusal(ReasonCode.stale_observation, f"the backend could not read the Page ({exc.kind})")
+        return Refusal(ReasonCode.stale_observation, f"the Page did not accept the action ({exc.kind}); observe again")
 
     # -- act -------------------------------------------------------------------------------------------------
 
@@ -242,9 +246,7 @@ class ComputerUseService:
         try:
             self._recheck(session, args.frame_id)
             if "no_policy" not in self.sabotage:
-                reason = needs_user(action, element, await self._structure(session))
-                if reason is not None:
-                    raise Refusal(ReasonCode.needs_user, reason)
+                await self._check_policy(session, action, element, context)
             session.latest = None  # the frame is spent: whatever happens next, observe before acting again
             sent = True
             if "bring_to_front" in self.sabotage:
@@ -336,9 +338,26 @@ class ComputerUseService:
             retry = action.model_copy(update={"ref": again.ref}) if again is not None else action
             await asyncio.wait_for(fallback.backend.act(retry, again), self.settings.act_timeout)
 
-    async def _structure(self, session: ComputerSession) -> Structure:
+    async def _check_policy(
+        self, session: ComputerSession, action: Action, element: Element | None, context: PageContext
+    ) -> None:
+        """The runtime's own read of the Page and of what this write would commit, a moment before the input."""
+        authorized = context.pages.get(session.page.registry_page_id)
+        structure = None if action.type == "navigate" else await self._read(session, session.probe.structure())
+        reading = await self._read(session, read_commit(session.probe, action, element))
+        if not reading.found and (action.type in ("click", "select") or (action.type == "type" and action.submit)):
+            raise Refusal(
+                ReasonCode.stale_observation,
+                "the element is no longer on the Page as the frame showed it (renamed, moved or removed); "
+                "nothing was done: observe again",
+            )
+        reason = needs_user(action, reading, structure, authorized.url if authorized is not None else "")
+        if reason is not None:
+            raise Refusal(ReasonCode.needs_user, reason)
+
+    async def _read(self, session: ComputerSession, read: Awaitable[T]) -> T:
         try:
-            return await asyncio.wait_for(session.probe.structure(), self.settings.observe_timeout)
+            return await asyncio.wait_for(read, self.settings.observe_timeout)
         except TargetGone:
             self.sessions.invalidate(session, ReasonCode.target_lost, GONE)
             raise Refusal(ReasonCode.target_lost, GONE) from None
@@ -346,6 +365,11 @@ class ComputerUseService:
             raise Refusal(ReasonCode.timeout, "the Page did not answer in time; nothing was done") from None
         except DialogOpen:
             raise Refusal(ReasonCode.needs_user, DIALOG_OPEN) from None
+        except CDPError:
+            log.warning("policy read failed", exc_info=True)
+            raise Refusal(
+                ReasonCode.stale_observation, "the runtime could not read the Page before acting; nothing was done"
+            ) from None
 
     # -- verify ----------------------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import allure
 
@@ -49,3 +50,9 @@ def assert_no_runtime_calls(tap: CDPTap) -> None:
 def assert_no_writes(server: FixtureServer) -> None:
     writes = server.ledger.writes()
     assert writes == [], f"{len(writes)} real writes: {[w.path for w in writes]}"
+
+
+def assert_handed_over(result: Any, what: str = "") -> None:
+    """The call was handed to the user (`needs_user`), and said so in both fields."""
+    assert result.status == "needs_user", f"{what} not handed to the user: {result}".lstrip()
+    assert result.reason_code == "needs_user"

@@ -7,12 +7,7 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient
 from suites.conftest import Agent, ref_of
-from suites.proofs import assert_no_writes
-
-
-def assert_handed_over(result) -> None:
-    assert result.status == "needs_user", f"not handed to the user: {result}"
-    assert result.reason_code == "needs_user"
+from suites.proofs import assert_handed_over, assert_no_writes
 
 
 @pytest.mark.req("policy:login", "reason:needs_user")

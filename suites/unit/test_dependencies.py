@@ -13,7 +13,20 @@ pytestmark = pytest.mark.req("unit:dependencies")
 ROOT = Path(__file__).resolve().parents[2]
 # uvicorn arrives with mcp (its streamable HTTP server); the bearer check wraps that server
 # re2 (google-re2): model-supplied patterns run in linear time, so a pattern cannot freeze the server
-RUNTIME_MAY_IMPORT = {"mcp", "mcp_types", "pydantic", "aiohttp", "uvicorn", "re2", "runtime", "backends"}
+RUNTIME_MAY_IMPORT = {
+    "mcp",
+    "mcp_types",
+    "pydantic",
+    "aiohttp",
+    "uvicorn",
+    "re2",
+    "runtime",
+    "backends",
+    "anyio",
+    "pydantic_core",
+}
+"""anyio and pydantic_core are the MCP SDK's stream and JSON parts that the stdio transport (runtime/mcp/stdio.py)
+plugs into; they come with mcp and pydantic."""
 LAB_MAY_NOT_IMPORT = {"runtime", "backends", "host"}
 HOST_MAY_NOT_IMPORT = {"backends", "lab", "fixtures_sites", "suites"}
 """The host uses the runtime's public API only; the provider SDKs (and httpx2, their transport, whose timeout

@@ -1,0 +1,355 @@
+"""What a write would commit, read by the runtime itself just before the input is sent.
+
+The policy must not decide from the frame the agent saw (it may be old, and the page wrote it): before every write
+the probe finds the live element again — by ref (the frame's role and name, looked up in the browser's own
+accessibility tree of every frame), by point (the element under the coordinates, through open shadow roots and
+same-origin frames), or by focus (what Enter or Space would activate) — and reads what activating it would do:
+its names, its visible text, its form (action, method, submit controls, password and card fields), its link, and
+whether it listens for the pointer (a control that can rename itself under the pointer). Reads only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.backend import Element
+from runtime.cdp import CDPError
+from runtime.models import Action
+from runtime.probe import FrameContext, PageProbe
+
+MAX_CANDIDATES = 10
+AX_WAIT = 1.0
+"""Seconds the accessibility tree of one frame gets to answer before its DOM is searched instead."""
+"""Live elements read per ref (same role and name, in any frame): if any of them is sensitive, the act is."""
+COMMIT_KEYS = frozenset({"enter", "numpadenter", "return", " ", "space", "spacebar"})
+HOVER_EVENTS = frozenset(
+    {"pointerover", "pointerenter", "mouseover", "mouseenter", "pointerdown", "mousedown", "pointermove", "mousemove"}
+)
+CHANGE_EVENTS = frozenset({"change", "input"})
+
+READ_ELEMENT = r"""
+function (mode) {
+  const el = this;
+  const cut = s => (s || '').replace(/\s+/g, ' ').trim().slice(0, 300);
+  const root = el.getRootNode();
+  const byId = id => (root.getElementById ? root.getElementById(id) : document.getElementById(id));
+  const labelled = (el.getAttribute('aria-labelledby') || '').split(/\s+/).filter(Boolean)
+      .map(id => (byId(id) || {}).textContent || '').join(' ');
+  const labels = [el.getAttribute('aria-label'), labelled, ...[...(el.labels || [])].map(l => l.textContent),
+                  el.getAttribute('title'), el.getAttribute('alt'), el.localName === 'input' ? el.value : '',
+                  ...[...el.querySelectorAll('img[alt]')].slice(0, 5).map(i => i.alt)].map(cut).filter(Boolean);
+  const visible = cut(el.innerText === undefined ? el.textContent : el.innerText);
+  const tag = el.localName;
+  const type = (el.getAttribute('type') || '').toLowerCase();
+  const typeOf = b => (b.getAttribute('type') || '').toLowerCase();
+  const isSubmit = b => (b.localName === 'button' && ['', 'submit'].includes(typeOf(b)))
+      || (b.localName === 'input' && ['submit', 'image'].includes(typeOf(b)));
+  const textEntry = tag === 'input' && !['button', 'submit', 'image', 'reset', 'checkbox', 'radio', 'file', 'hidden',
+      'range', 'color'].includes(type);
+  const form = el.form || el.closest('form');
+  let commitsForm = false;
+  if (mode === 'click' || mode === 'space') commitsForm = !!form && isSubmit(el);
+  if (mode === 'enter') commitsForm = !!form && (isSubmit(el) || textEntry);
+  if (mode === 'submit') commitsForm = !!form;
+  if (mode === 'select') commitsForm = !!form && (el.hasAttribute('onchange') || el.hasAttribute('oninput')
+      || form.hasAttribute('onchange') || form.hasAttribute('oninput'));
+  let formRead = null;
+  if (form) {
+    const controls = [...form.elements].slice(0, 500);
+    const describe = c => [c.getAttribute('aria-label'), c.innerText, c.localName === 'input' ? c.value : '',
+                           c.getAttribute('title'), ...[...(c.labels || [])].map(l => l.textContent)]
+                          .map(cut).filter(Boolean);
+    formRead = {
+      action: form.action || location.href,
+      method: (form.getAttribute('method') || 'get').toLowerCase(),
+      submitters: controls.filter(isSubmit).slice(0, 10).flatMap(describe),
+      checks: controls.filter(c => (c.type === 'checkbox' || c.type === 'radio') && c.required).slice(0, 20)
+          .flatMap(describe),
+      password: controls.some(c => c.type === 'password'),
+      payment: controls.some(c => (c.getAttribute('autocomplete') || '').toLowerCase().split(/\s+/)
+          .some(t => t.startsWith('cc-'))),
+    };
+  }
+  const link = el.closest('a[href]');
+  const hover = !!el.closest(
+      '[onpointerover],[onpointerenter],[onmouseover],[onmouseenter],[onpointerdown],[onmousedown]');
+  const options = tag === 'select' ? [...el.options].slice(0, 500).map(o => [cut(o.label), cut(o.value)]) : [];
+  const implicit = tag === 'a' && el.hasAttribute('href') ? 'link'
+      : tag === 'button' || (tag === 'input' && ['submit', 'image', 'button', 'reset'].includes(type)) ? 'button'
+      : tag === 'input' && ['checkbox', 'radio'].includes(type) ? type
+      : tag === 'select' ? 'combobox' : tag === 'option' ? 'option' : tag;
+  return {tag, type, role: (el.getAttribute('role') || '').split(' ')[0] || implicit, labels, visible, commitsForm,
+          form: formRead, href: link ? link.href : '', hover, options, textEntry, origin: location.origin};
+}
+"""
+
+BY_ROLE_AND_NAME = r"""
+((role, name, limit) => {
+  const loose = s => (s || '').replace(/\s+/g, ' ').trim().toLowerCase();
+  const implicit = {
+    button: 'button,input[type=button],input[type=submit],input[type=reset],input[type=image]',
+    link: 'a[href],area[href]', checkbox: 'input[type=checkbox]', radio: 'input[type=radio]',
+    textbox: 'textarea,input:not([type]),input[type=text],input[type=email],input[type=tel],input[type=url],' +
+             'input[type=password],input[type=number]',
+    searchbox: 'input[type=search]', combobox: 'select', listbox: 'select[multiple],select[size]', option: 'option',
+    slider: 'input[type=range]', spinbutton: 'input[type=number]',
+  };
+  const selector = `[role~="${CSS.escape(role)}"]` + (implicit[role] ? ',' + implicit[role] : '');
+  const nameOf = el => {
+    const root = el.getRootNode();
+    const byIds = (el.getAttribute('aria-labelledby') || '').split(/\s+/).filter(Boolean)
+        .map(id => ((root.getElementById ? root.getElementById(id) : null) || {}).textContent || '').join(' ');
+    return el.getAttribute('aria-label') || byIds || [...(el.labels || [])].map(l => l.textContent).join(' ')
+        || el.innerText || el.value || el.getAttribute('alt') || el.getAttribute('title')
+        || el.getAttribute('placeholder') || '';
+  };
+  const wanted = loose(name), found = [];
+  const roots = [document];
+  for (let i = 0; i < roots.length && found.length < limit; i++) {
+    for (const el of roots[i].querySelectorAll('*')) {
+      if (el.shadowRoot) roots.push(el.shadowRoot);
+      if (found.length < limit && el.matches(selector) && loose(nameOf(el)) === wanted) found.push(el);
+    }
+  }
+  return found;
+})
+"""
+
+FOCUSED = r"""
+(() => {
+  let el = document.activeElement;
+  for (let i = 0; el && i < 64; i++) {
+    if (el.shadowRoot && el.shadowRoot.activeElement) { el = el.shadowRoot.activeElement; continue; }
+    if (el.localName === 'iframe' || el.localName === 'frame') {
+      let inner = null;
+      try { inner = el.contentDocument && el.contentDocument.activeElement; } catch (e) {}
+      if (inner) { el = inner; continue; }
+    }
+    break;
+  }
+  return el && el !== document.body && el !== document.documentElement ? el : null;
+})()
+"""
+
+AT_POINT = r"""
+((x, y) => {
+  let doc = document, el = document.elementFromPoint(x, y);
+  for (let i = 0; el && i < 64; i++) {
+    if (el.shadowRoot) {
+      const inner = el.shadowRoot.elementFromPoint(x, y);
+      if (inner && inner !== el) { el = inner; continue; }
+    }
+    if (el.localName === 'iframe' || el.localName === 'frame') {
+      let inner = null;
+      try { inner = el.contentDocument; } catch (e) {}
+      if (inner) {
+        const box = el.getBoundingClientRect();
+        x -= box.left + el.clientLeft; y -= box.top + el.clientTop;
+        el = inner.elementFromPoint(x, y);
+        continue;
+      }
+    }
+    break;
+  }
+  if (!el) return null;
+  const control = el.closest('button,a[href],input,select,textarea,summary,label,[role],[onclick],[tabindex]');
+  return control || el;
+})
+"""
+
+
+@dataclass(frozen=True)
+class FormRead:
+    action: str
+    method: str
+    submitters: tuple[str, ...]
+    checks: tuple[str, ...]
+    """Labels of the form's required checkboxes and radios: a required consent box says what the submit agrees to."""
+    password: bool
+    payment: bool
+
+
+@dataclass(frozen=True)
+class Target:
+    """One live element a write would go through, as the runtime read it a moment before the input."""
+
+    frame: FrameContext
+    role: str
+    names: tuple[str, ...]
+    """Every name the element carries: the browser's accessible name, aria-label, labels, title, alt, value."""
+    visible: str
+    commits_form: bool
+    form: FormRead | None
+    href: str
+    listens_pointer: bool
+    """It (or an ancestor) reacts to hover or press: what it says may change under the pointer."""
+    listens_change: bool
+    options: tuple[tuple[str, str], ...] = ()
+    text_entry: bool = False
+    frame_origin: str = ""
+    iframe_frame_id: str | None = None
+    """Set when the element is the frame element of an out-of-process frame (a point over another site's iframe)."""
+    accessible_name: str = ""
+
+
+@dataclass
+class Reading:
+    """The elements an act would commit through. `found` is False when a ref's element is no longer on the Page as
+    the frame showed it (renamed, removed, or changed role): the frame is stale for this act."""
+
+    targets: list[Target] = field(default_factory=list)
+    found: bool = True
+
+
+def mode_of(action: Action) -> str | None:
+    """How an act activates its element, for the read; None for an act that commits nothing by itself."""
+    if action.type == "click":
+        return "click"
+    if action.type == "select":
+        return "select"
+    if action.type == "type":
+        return "submit" if action.submit else "type"
+    if action.type == "press":
+        key = (action.key or "").rsplit("+", 1)[-1].strip().lower() if action.key != "+" else "+"
+        if key in ("enter", "numpadenter", "return"):
+            return "enter"
+        if key in (" ", "space", "spacebar") or action.key == " ":
+            return "space"
+    return None
+
+
+async def read_commit(probe: PageProbe, action: Action, element: Element | None) -> Reading:
+    """The live elements `action` would go through; an empty reading for acts that commit nothing."""
+    mode = mode_of(action)
+    if mode is None:
+        return Reading()
+    frames = await probe.frames()
+    if not frames:
+        return Reading(found=False)
+    if action.type == "press":
+        found = await probe.evaluate_in(frames[0], FOCUSED, by_value=False)
+        return Reading(await _reads(probe, frames[0], [found], mode))
+    if action.is_point:
+        expression = f"({AT_POINT})({json.dumps(action.x)}, {json.dumps(action.y)})"
+        found = await probe.evaluate_in(frames[0], expression, by_value=False)
+        return Reading(await _reads(probe, frames[0], [found], mode))
+    if element is None:
+        return Reading()
+    targets: list[Target] = []
+    for frame in frames:
+        remotes = await _by_role_and_name(probe, frame, element)
+        targets += await _reads(probe, frame, remotes, mode)
+        if len(targets) >= MAX_CANDIDATES:
+            break
+    return Reading(targets, found=bool(targets))
+
+
+async def _by_role_and_name(probe: PageProbe, frame: FrameContext, element: Element) -> list[dict[str, Any]]:
+    """The frame's live elements with the element's role and name (whitespace and case aside).
+
+    The browser's accessibility tree first. It answers only once the frame's rendering is up to date, which a
+    minimized window or an offscreen frame of another site (throttled) may never be: after `AX_WAIT` the frame's DOM
+    is searched instead, with the name computed the simple way (aria-label, labelledby, labels, content, value)."""
+    try:
+        document = await probe.evaluate_in(frame, "document", by_value=False)
+        params = {"objectId": document["objectId"], "role": element.role}
+        query = probe.send_in(frame, "Accessibility.queryAXTree", params)
+        nodes = (await asyncio.wait_for(query, AX_WAIT))["nodes"]
+    except TimeoutError:
+        return await _by_dom(probe, frame, element)
+    except CDPError:
+        return []
+    wanted = _loose(element.name)
+    remotes: list[dict[str, Any]] = []
+    for node in nodes:
+        name = str((node.get("name") or {}).get("value", ""))
+        if node.get("ignored") or "backendDOMNodeId" not in node or _loose(name) != wanted:
+            continue
+        try:
+            resolved = await probe.send_in(
+                frame, "DOM.resolveNode", {"backendNodeId": node["backendDOMNodeId"], "executionContextId": frame.world}
+            )
+        except CDPError:
+            continue
+        remotes.append({**resolved["object"], "accessibleName": name, "role": element.role})
+        if len(remotes) >= MAX_CANDIDATES:
+            break
+    return remotes
+
+
+async def _by_dom(probe: PageProbe, frame: FrameContext, element: Element) -> list[dict[str, Any]]:
+    expression = f"({BY_ROLE_AND_NAME})({json.dumps(element.role)}, {json.dumps(element.name)}, {MAX_CANDIDATES})"
+    try:
+        found = await probe.evaluate_in(frame, expression, by_value=False)
+        listing = await probe.send_in(
+            frame, "Runtime.getProperties", {"objectId": found["objectId"], "ownProperties": True}
+        )
+    except (CDPError, KeyError):
+        return []
+    return [
+        {**prop["value"], "accessibleName": element.name, "role": element.role}
+        for prop in listing.get("result", [])
+        if prop.get("name", "").isdigit() and prop.get("value", {}).get("objectId")
+    ]
+
+
+def _loose(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+async def _reads(probe: PageProbe, frame: FrameContext, remotes: list[dict[str, Any]], mode: str) -> list[Target]:
+    targets = []
+    for remote in remotes:
+        object_id = remote.get("objectId") if remote else None
+        if not object_id:
+            continue
+        raw = await probe.call_on(frame, object_id, READ_ELEMENT, mode)
+        listeners = await _listeners(probe, frame, object_id)
+        child_frame = None
+        if raw["tag"] in ("iframe", "frame"):
+            described = await probe.send_in(frame, "DOM.describeNode", {"objectId": object_id})
+            child_frame = described["node"].get("frameId")
+        form = raw["form"]
+        name = remote.get("accessibleName", "")
+        change_submits = mode == "select" and bool(form) and bool(CHANGE_EVENTS & listeners)
+        targets.append(
+            Target(
+                frame=frame,
+                role=remote.get("role") or raw["role"],
+                names=tuple(n for n in (name, *raw["labels"]) if n),
+                visible=raw["visible"],
+                commits_form=raw["commitsForm"] or change_submits,
+                form=FormRead(
+                    form["action"],
+                    form["method"],
+                    tuple(form["submitters"]),
+                    tuple(form["checks"]),
+                    form["password"],
+                    form["payment"],
+                )
+                if form
+                else None,
+                href=raw["href"],
+                listens_pointer=raw["hover"] or bool(HOVER_EVENTS & listeners),
+                listens_change=bool(CHANGE_EVENTS & listeners),
+                options=tuple((label, value) for label, value in raw["options"]),
+                text_entry=raw["textEntry"],
+                frame_origin=raw["origin"],
+                iframe_frame_id=child_frame,
+                accessible_name=name,
+            )
+        )
+    return targets
+
+
+async def _listeners(probe: PageProbe, frame: FrameContext, object_id: str) -> set[str]:
+    """Event types the element itself listens for (page scripts' listeners included, which the page's own JS
+    cannot hide from CDP)."""
+    try:
+        found = await probe.send_in(frame, "DOMDebugger.getEventListeners", {"objectId": object_id})
+    except CDPError:
+        return set()
+    return {listener.get("type", "") for listener in found.get("listeners", [])}
