@@ -1,27 +1,101 @@
-"""Rendering a Snapshot as the bounded text an agent reads.
+"""Rendering a Snapshot as the bounded text an agent reads, and keeping page text from passing for runtime output.
 
 Budget: an interactive element costs one short line, `[ref] role "name"` plus its state, so a page's elements
 cost a handful of tokens each instead of the URLs and ids a raw snapshot carries. What does not fit stays
 reachable: `next_offset` continues the same frame's element list.
+
+Untrusted content: every string a page controls (names, values, url, title, text, previews, assertion failures)
+goes through `clean` before an agent reads it, so none can start a line, close a quote, or break the transport:
+- lone UTF-16 surrogates (a title set by script to "\\ud800") and undecodable bytes become U+FFFD, so every result
+  encodes as UTF-8 (JSON over stdio and HTTP);
+- C0/C1 controls, U+2028/U+2029 and other line breaks become spaces and runs of whitespace one space: page text
+  never starts a line of its own;
+- invisible format characters (bidi controls, zero-width spaces, BOM, Unicode tag characters) are dropped: they can
+  reorder or hide what a reader sees;
+- `‹` and `›` become `<` and `>`: the two are the runtime's own, for the cut marker `‹+N›` (N more characters were
+  cut), so a page can neither pass a cut string off as whole nor whole text as cut (4 o200k tokens; `⟦+N⟧` costs 8);
+- inside a quoted name or value (`quote`), `\\` and `"` are escaped, so `Save" checked` stays one name.
+The observation of a frame sits between `<page nonce=…>` and `</page nonce=…>` lines whose nonce is random per
+frame: a page cannot know it, and cannot start a line to fake it anyway.
 """
 
 from __future__ import annotations
 
-from runtime.backend import Element, Snapshot
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a leaf module: models import `clean`, and the backend contract imports the models
+    from runtime.backend import Element, Snapshot
 
 NAME_CHARS = 60
+VALUE_CHARS = 40
+ROLE_CHARS = 32
+URL_CHARS = 500
+TITLE_CHARS = 200
+PREVIEW_CHARS = 160
+FAILURE_CHARS = 200
+"""Characters of a page's url, title, name or value quoted in a verification failure."""
 TEXT_CHARS = {"interactive": 600, "full": 6000}
 ELEMENT_CHARS = 6000  # one observation's element list, in characters (≈ 1,500 tokens)
 
+CUT = "‹+{}›"
+
+_BREAKS = [*range(0x00, 0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]
+_INVISIBLE = [
+    0x00AD,  # soft hyphen
+    0x061C,  # Arabic letter mark
+    0x180E,  # Mongolian vowel separator
+    0x200B,  # zero-width space (ZWNJ and ZWJ stay: scripts and emoji need them)
+    0x200E,  # LRM
+    0x200F,  # RLM
+    *range(0x202A, 0x202F),  # LRE, RLE, PDF, LRO, RLO
+    *range(0x2060, 0x2065),  # word joiner, invisible operators
+    *range(0x2066, 0x2070),  # LRI, RLI, FSI, PDI and the deprecated format characters
+    0xFEFF,  # BOM / zero-width no-break space
+    *range(0xFFF9, 0xFFFC),  # interlinear annotation
+    *range(0xE0000, 0xE0080),  # tag characters: invisible ASCII look-alikes
+]
+_TABLE: dict[int, str | None] = {
+    **dict.fromkeys(_BREAKS, " "),
+    **dict.fromkeys(_INVISIBLE),
+    ord("‹"): "<",
+    ord("›"): ">",
+}
+_ROLE = re.compile(r"[^\w-]")
+
+
+def well_formed(text: str) -> str:
+    """`text` with every lone surrogate (from a page's UTF-16, or bytes decoded with `surrogateescape`) as U+FFFD,
+    and split pairs joined: it encodes as UTF-8."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def clean(text: str, limit: int) -> str:
+    """`text` as an agent may read it: valid Unicode, one line, nothing invisible, at most `limit` characters
+    followed by the cut marker `‹+N›` when longer. Cut on code points, after cleaning."""
+    text = " ".join(well_formed(text).translate(_TABLE).split())
+    if len(text) > limit:
+        text = text[:limit] + CUT.format(len(text) - limit)
+    return text
+
+
+def quote(text: str, limit: int) -> str:
+    """`clean(text)` in double quotes, `\\` and `"` escaped (after the cut, so a cut cannot split an escape)."""
+    return _quoted(clean(text, limit))
+
+
+def _quoted(cleaned: str) -> str:
+    return '"' + cleaned.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
 
 def element_line(element: Element) -> str:
-    name = " ".join(element.name.split())
-    if len(name) > NAME_CHARS:
-        name = name[: NAME_CHARS - 1] + "…"
-    line = f'[{element.ref}] {element.role} "{name}"' if name else f"[{element.ref}] {element.role}"
+    role = _ROLE.sub("", clean(element.role, ROLE_CHARS)) or "generic"
+    line = f"[{element.ref}] {role}"
+    name = clean(element.name, NAME_CHARS)
+    if name:
+        line += " " + _quoted(name)
     if element.value:
-        value = " ".join(element.value.split())[:40]
-        line += f' ="{value}"'
+        line += " =" + quote(element.value, VALUE_CHARS)
     if element.checked is not None:
         line += " checked" if element.checked else " unchecked"
     if element.disabled:
@@ -30,13 +104,17 @@ def element_line(element: Element) -> str:
 
 
 def render(snapshot: Snapshot, detail: str, offset: int = 0) -> tuple[str, int | None]:
-    """The observation text and, if elements were left out, the offset to continue from."""
-    lines = [f"url: {snapshot.url}", f"title: {snapshot.title}"]
+    """The observation text and, if elements were left out, the offset to continue from.
+
+    A frame's view (`runtime.session.View`) carries the frame's nonce, and its text is framed by the marker lines;
+    a bare backend Snapshot (a backend's own tests) renders without them."""
+    nonce = getattr(snapshot, "nonce", "")
+    lines = [f"<page nonce={nonce}>"] if nonce else []
+    lines += [f"url: {clean(snapshot.url, URL_CHARS)}", f"title: {clean(snapshot.title, TITLE_CHARS)}"]
     if offset == 0:
-        text = " ".join(snapshot.text.split())
-        limit = TEXT_CHARS.get(detail, TEXT_CHARS["interactive"])
+        text = clean(snapshot.text, TEXT_CHARS.get(detail, TEXT_CHARS["interactive"]))
         if text:
-            lines.append("text: " + (text if len(text) <= limit else text[: limit - 1] + "…"))
+            lines.append("text: " + text)
     total = len(snapshot.elements)
     used, index = 0, offset
     rendered: list[str] = []
@@ -49,6 +127,10 @@ def render(snapshot: Snapshot, detail: str, offset: int = 0) -> tuple[str, int |
         index += 1
     lines.append(f"elements {offset + 1}-{index} of {total}:" if total else "elements: none")
     lines.extend(rendered)
+    if nonce:
+        lines.append(f"</page nonce={nonce}>")
+    if snapshot.elements_dropped:
+        lines.append(f"({snapshot.elements_dropped:,} more elements of this Page were left out: act on these)")
     next_offset = index if index < total else None
     if next_offset is not None:
         lines.append(f"(more: observe with offset={next_offset} and this frame_id)")

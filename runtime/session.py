@@ -5,6 +5,11 @@ changing the setting later affects only new sessions. Every observation is a new
 latest frame's id, and any write consumes the frame (the runtime re-observes, so the answer to `act` carries the
 next one). A session owns a backend, a gateway, a probe and a work dir; the session manager (`runtime/sessions.py`)
 closes them the moment the session is invalidated, evicted or the runtime closes.
+
+Refs are the runtime's own, per frame: a random prefix of the frame and the element's position in it (`qfz12`). A
+backend's refs are predictable (`e12`, `1_12`, `ref_12`), so page text could plant one that resolves; the runtime's
+cannot be known before the frame exists, and `Frame.element` maps one back to the backend's Element, which is what
+the backend acts on. A planted ref, or one of an earlier frame, resolves to nothing: `stale_observation`.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
-from dataclasses import dataclass, field
+import string
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from runtime.backend import Backend, Element, Snapshot
@@ -21,24 +27,60 @@ from runtime.models.page import Page
 from runtime.probe import PageProbe
 from runtime.reasons import ReasonCode
 
+PREFIX_LETTERS = string.ascii_lowercase
+PREFIX_CHARS = 3
+"""26^3 = 17,576 prefixes (≈ 2^14) per frame. Measured on the catalogue (978 elements, o200k, docs/mcp.md): 2, 3 and
+4 letters cost 12.3, 12.5 and 13.2 tokens per element on average (the backend's own refs 12.2 to 14.1); 3 is the
+cheapest with at least 2^14."""
+NONCE_BYTES = 3
+
+
+@dataclass(frozen=True)
+class View(Snapshot):
+    """A frame's snapshot as the agent reads it: the runtime's refs, and the nonce of the frame's marker lines."""
+
+    nonce: str = ""
+
 
 @dataclass
 class Frame:
     id: str
-    snapshot: Snapshot
+    snapshot: View
+    """What the agent is shown (`render` reads it); `upstream` is the backend's own snapshot behind it."""
     detail: str
+    upstream: Snapshot
     screenshot: bool = False
     point_request: tuple[str, int] | None = None
     """(turn, sequence) of the one provider request whose act may use coordinates from this frame's screenshot:
     the image reaches only the next model request, and the permission ends with it."""
+    _by_ref: dict[str, Element] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        pairs = zip(self.snapshot.elements, self.upstream.elements, strict=True)
+        self._by_ref = {shown.ref: own for shown, own in pairs}
 
     def element(self, ref: str) -> Element | None:
-        return next((e for e in self.snapshot.elements if e.ref == ref), None)
+        """The backend's Element behind a ref of this frame; None for any other string (planted, another frame's)."""
+        return self._by_ref.get(ref)
 
     def ordinal(self, element: Element) -> int:
-        """Which of the same-role, same-name elements this is (to find it again in the live AX tree)."""
-        same = [e for e in self.snapshot.elements if e.role == element.role and e.name == element.name]
+        """Which of the same-role, same-name elements this backend Element is (to find it again in the live AX tree)."""
+        same = [e for e in self.upstream.elements if e.role == element.role and e.name == element.name]
         return same.index(element)
+
+
+def new_prefix(avoid: str) -> str:
+    """A random ref prefix other than `avoid` (the previous frame's)."""
+    prefix = avoid
+    while prefix == avoid:
+        prefix = "".join(secrets.choice(PREFIX_LETTERS) for _ in range(PREFIX_CHARS))
+    return prefix
+
+
+def view(snapshot: Snapshot, prefix: str) -> View:
+    """The agent's view of a backend snapshot: refs `prefix` + each element's 1-based position, a fresh nonce."""
+    elements = tuple(replace(e, ref=f"{prefix}{i}") for i, e in enumerate(snapshot.elements, 1))
+    return View(**{**vars(snapshot), "elements": elements, "nonce": secrets.token_hex(NONCE_BYTES)})
 
 
 @dataclass
@@ -67,10 +109,14 @@ class ComputerSession:
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once its backend, gateway, probe and work dir are gone."""
     _frames: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _prefix: str = ""
+    """The latest frame's ref prefix: the next frame draws another, so no ref of one frame resolves in the next."""
 
     def new_frame(self, snapshot: Snapshot, detail: str, point_request: tuple[str, int] | None = None) -> Frame:
         frame_id = f"{self.id}-f{next(self._frames)}"
-        self.latest = Frame(frame_id, snapshot, detail, point_request is not None, point_request)
+        self._prefix = new_prefix(avoid=self._prefix)
+        shown = view(snapshot, self._prefix)
+        self.latest = Frame(frame_id, shown, detail, snapshot, point_request is not None, point_request)
         return self.latest
 
     def invalidate(self, code: ReasonCode, message: str) -> None:

@@ -1,9 +1,15 @@
-"""Evaluating an Assertion on the live Page with the runtime's own probe. Returns what did not hold."""
+"""Evaluating an Assertion on the live Page with the runtime's own probe. Returns what did not hold.
+
+A failure quotes the page's url, title, names and values, and the assertion's own strings, through
+`runtime.observation.quote`: cleaned, cut at `FAILURE_CHARS` (200) with the cut marker, quotes escaped. `failures` is
+untrusted page data like the observation (the tool description says so); the message never quotes it.
+"""
 
 from __future__ import annotations
 
 from runtime.models import Assertion
 from runtime.models.assertion import compile_pattern
+from runtime.observation import FAILURE_CHARS, quote
 from runtime.probe import PageProbe, ax_property
 from runtime.session import Frame
 
@@ -27,34 +33,25 @@ async def failures(assertion: Assertion, probe: PageProbe, frame: Frame | None) 
     if kind in ("url_matches", "title_matches"):
         what = "location.href" if kind == "url_matches" else "document.title"
         actual = await probe.evaluate(what) or ""
-        return (
-            []
-            if matches(assertion.pattern or "", actual)
-            else [f"{kind}: {excerpt(actual)!r} does not match {assertion.pattern!r}"]
-        )
+        if matches(assertion.pattern or "", actual):
+            return []
+        return [
+            f"{kind}: {quote(actual, FAILURE_CHARS)} does not match {quote(assertion.pattern or '', FAILURE_CHARS)}"
+        ]
     if kind in ("text_present", "text_absent"):
         text = " ".join((await probe.text()).split())
         needle = " ".join((assertion.text or "").split())
         present = needle in text
         if present == (kind == "text_present"):
             return []
-        return [f"{kind}: {needle!r} is {'present' if present else 'absent'}"]
+        return [f"{kind}: {quote(needle, FAILURE_CHARS)} is {'present' if present else 'absent'}"]
     if kind == "element_count":
         nodes = await probe.ax_nodes(assertion.role or "", assertion.name)
         if len(nodes) == assertion.count:
             return []
-        return [
-            f"element_count: {len(nodes)} {assertion.role} {assertion.name or ''} found, expected {assertion.count}"
-        ]
+        what = f"{quote(assertion.role or '', FAILURE_CHARS)} {quote(assertion.name or '', FAILURE_CHARS)}"
+        return [f"element_count: {len(nodes)} {what} found, expected {assertion.count}"]
     return await _element_state(assertion, probe, frame)
-
-
-EXCERPT = 200
-"""Characters of a page's url or title quoted in a failure: the rest is counted, not copied."""
-
-
-def excerpt(text: str) -> str:
-    return text if len(text) <= EXCERPT else f"{text[:EXCERPT]}…({len(text) - EXCERPT} more characters)"
 
 
 def matches(pattern: str, text: str) -> bool:
@@ -70,11 +67,12 @@ async def _element_state(assertion: Assertion, probe: PageProbe, frame: Frame | 
     if assertion.ref is not None:
         element = frame.element(assertion.ref) if frame is not None else None
         if element is None:
-            return [f"element_state: ref {assertion.ref} is not in the latest frame"]
+            return [f"element_state: ref {quote(assertion.ref, FAILURE_CHARS)} is not in the latest frame"]
         role, name, ordinal = element.role, element.name, frame.ordinal(element)  # type: ignore[union-attr]
     nodes = await probe.ax_nodes(role or "", name)
+    what = f"{quote(role or '', FAILURE_CHARS)} {quote(name or '', FAILURE_CHARS)}"
     if len(nodes) <= ordinal:
-        return [f"element_state: no {role} {name!r} on the live Page"]
+        return [f"element_state: no {what} on the live Page"]
     node = nodes[ordinal]
     state = assertion.state
     if state == "checked":
@@ -87,4 +85,8 @@ async def _element_state(assertion: Assertion, probe: PageProbe, frame: Frame | 
         actual = (node.get("value") or {}).get("value", "")
     if actual == assertion.expected:
         return []
-    return [f"element_state: {role} {name!r} {state} is {actual!r}, expected {assertion.expected!r}"]
+    return [f"element_state: {what} {state} is {_shown(actual)}, expected {_shown(assertion.expected)}"]
+
+
+def _shown(value: object) -> str:
+    return quote(value, FAILURE_CHARS) if isinstance(value, str) else repr(value)

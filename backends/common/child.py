@@ -19,16 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from runtime.backend import BackendError
 
@@ -131,7 +135,8 @@ class UpstreamClient:
         try:
             with self.stderr_path.open("w", encoding="utf-8") as errlog:
                 async with (
-                    stdio_client(self.params, errlog=errlog) as (read, write),
+                    stdio_client(self.params, errlog=errlog) as (raw, write),
+                    repaired(raw) as read,
                     ClientSession(read, write) as session,
                 ):
                     await session.initialize()
@@ -203,3 +208,42 @@ class UpstreamClient:
         if not isinstance(result, types.CallToolResult):
             raise BackendError("upstream", f"{name}: unexpected result type {type(result).__name__}")
         return result
+
+
+@contextlib.asynccontextmanager
+async def repaired(
+    source: anyio.abc.ObjectReceiveStream[SessionMessage | Exception],
+) -> Any:
+    """The child's messages, with lone surrogates made U+FFFD.
+
+    An upstream that serializes page text as JSON may write a lone-surrogate escape (`"\\ud800"`, from a title a
+    page script set); the SDK's strict parser refuses that line, and the call it answers would wait until its
+    timeout. Such a line is read again leniently, each lone surrogate replaced, and passed on as the message it is.
+    """
+    send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+    async def forward() -> None:
+        async with send:
+            async for item in source:
+                await send.send(_reread(item))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(forward)
+        try:
+            yield receive
+        finally:
+            group.cancel_scope.cancel()
+
+
+def _reread(item: SessionMessage | Exception) -> SessionMessage | Exception:
+    if not isinstance(item, ValidationError):
+        return item
+    line = next((e.get("input") for e in item.errors() if isinstance(e.get("input"), str)), None)
+    if line is None:
+        return item
+    try:
+        text = json.dumps(json.loads(line), ensure_ascii=False)
+        fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(fixed, by_name=False))
+    except ValueError:
+        return item

@@ -58,7 +58,7 @@ class Answer:
         return cls(sections)
 
     def page_field(self, label: str) -> str:
-        for line in self.sections.get("Page", "").splitlines():
+        for line in self.sections.get("Page", "").split("\n"):
             prefix = f"- {label}: "
             if line.startswith(prefix):
                 return line[len(prefix) :].strip()
@@ -178,7 +178,7 @@ def parse_aria(yaml_text: str) -> list[AriaNode]:
     """The ARIA YAML as a forest of nodes, in document order."""
     roots: list[AriaNode] = []
     stack: list[AriaNode] = []
-    for raw in yaml_text.splitlines():
+    for raw in yaml_text.split("\n"):
         if not raw.strip():
             continue
         match = _LINE.match(raw)
@@ -218,7 +218,7 @@ def parse_snapshot_answer(text: str, workdir: Path | None = None) -> Snapshot:
     modal = answer.sections.get("Modal state")
     if modal:
         # A dialog or file chooser blocks the page; the runtime must see it (the backend never handles it).
-        extra = "\n".join(f"[modal] {compact(line.lstrip('- '))}" for line in modal.splitlines() if line.strip())
+        extra = "\n".join(f"[modal] {compact(line.lstrip('- '))}" for line in modal.split("\n") if line.strip())
         snapshot = Snapshot(
             snapshot.url, snapshot.title, (extra + "\n" + snapshot.text).strip(), snapshot.elements, len(text)
         )

@@ -49,7 +49,7 @@ UNCONFIGURED = (
 
 # `[ref] role "name"`, then what element_line may add: ` ="value"`, ` checked`/` unchecked`, ` disabled`.
 ELEMENT = re.compile(
-    r'^\[(?P<ref>[^\]]+)\] (?P<role>\S+)(?: "(?P<name>.*?)")?(?: =".*")?(?: (?:un)?checked)?(?: disabled)?$'
+    r'^\[(?P<ref>[^\]]+)\] (?P<role>\S+)(?: "(?P<name>(?:[^"\\]|\\.)*)")?(?: =".*")?(?: (?:un)?checked)?(?: disabled)?$'
 )
 
 

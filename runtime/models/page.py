@@ -7,9 +7,11 @@ title, URL and a short preview.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
+
+from runtime.observation import PREVIEW_CHARS, TITLE_CHARS, URL_CHARS, clean
 
 Relation = Literal["left", "right", "above", "below", "other_window", "overlapping"]
 RELATIONS: tuple[str, ...] = ("left", "right", "above", "below", "other_window")
@@ -51,12 +53,19 @@ class Page(BaseModel):
     opener_page_id: str | None = None
 
 
+def cleaned(limit: int) -> AfterValidator:
+    """Page text, cleaned and cut (`runtime.observation.clean`) however a PageInfo is built: registry, host, tests."""
+    return AfterValidator(lambda text: clean(text, limit))
+
+
 class PageInfo(BaseModel):
-    """What an agent sees of one authorized Page."""
+    """What an agent sees of one authorized Page. Title, url and preview are the page's own words: untrusted."""
 
     handle: str = Field(description="Pass as `page` to observe.")
     relation: Relation = Field(description="Where the Page is relative to the chat, from real window geometry.")
-    title: str
-    url: str
-    preview: str = Field(description="The first words of the Page's text (untrusted page content).")
+    title: Annotated[str, cleaned(TITLE_CHARS)]
+    url: Annotated[str, cleaned(URL_CHARS)]
+    preview: Annotated[str, cleaned(PREVIEW_CHARS)] = Field(
+        description="The first words of the Page's text (untrusted page content)."
+    )
     revision: int

@@ -93,7 +93,8 @@ async def test_observing_and_verifying_any_scenario_on_a_reads_nothing_else(
     desk.authorize("A")
     seen = await agent.call(command="observe", page=desk.handle("A"))
     assert seen.status == "ok", seen
-    title = (seen.observation or "").splitlines()[1].removeprefix("title: ")
+    title = next(line for line in (seen.observation or "").splitlines() if line.startswith("title: "))
+    title = title.removeprefix("title: ")
     checked = await agent.call(
         command="verify",
         computer_session_id=seen.computer_session_id,
