@@ -36,6 +36,8 @@ class Snapshot:
     text: str
     elements: tuple[Element, ...]
     upstream_chars: int = 0  # size of what the upstream returned, for cost benchmarks
+    elements_dropped: int = 0
+    """Interactive elements past the backend's cap (tens of thousands), said by the runtime, not by page text."""
 
 
 def _alive() -> str | None:

@@ -48,6 +48,7 @@ vision (click_at); file tools restricted to the workdir. HOME, TMPDIR and XDG_* 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 from collections.abc import Mapping
@@ -160,7 +161,8 @@ class ChromeDevToolsMCPBackend(ChildBackend):
     async def snapshot(self) -> Snapshot:
         result = await self._call("take_snapshot", {})
         try:
-            return parse_snapshot(_structured(result), _text(result))
+            # Off the event loop: a huge Page's answer takes seconds to parse, and other connections wait meanwhile.
+            return await asyncio.to_thread(parse_snapshot, _structured(result), _text(result))
         except SnapshotFormatError as exc:
             raise BackendError("upstream", f"unreadable take_snapshot answer: {exc}") from None
 

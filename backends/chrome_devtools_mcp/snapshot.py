@@ -88,23 +88,47 @@ def _attrs(node: Mapping[str, Any], ref: str | None) -> dict[str, str]:
     return attrs
 
 
-def _convert(node: Mapping[str, Any], depth: int, ambiguous: set[str], parent: str = "") -> AriaNode | None:
-    raw_role = node.get("role")
-    if not isinstance(raw_role, str) or raw_role in DROPPED_ROLES:
-        return None
-    role = ROLE_MAP.get(raw_role, raw_role)
-    name = _str(node.get("name"))
-    uid = node.get("id")
-    if not isinstance(uid, str) or not UID.fullmatch(uid):
-        raise SnapshotFormatError(f"node without a uid: {str(node)[:80]}")
-    if role == "text":
-        return AriaNode("text", text=name, depth=depth)
+def _convert(tree: Mapping[str, Any], ambiguous: set[str]) -> AriaNode | None:
+    """The JSON tree as `AriaNode`s, built bottom-up with an explicit stack: a page nested thousands of levels deep
+    costs memory in proportion to its depth, never Python's recursion limit."""
+    converted: dict[int, AriaNode | None] = {}
+    # (node, depth, parent role, children done); a node is finished once every child of it is.
+    stack: list[tuple[Mapping[str, Any], int, str, bool]] = [(tree, 0, "", False)]
+    while stack:
+        node, depth, parent, done = stack.pop()
+        raw_role = node.get("role")
+        if not isinstance(raw_role, str) or raw_role in DROPPED_ROLES:
+            converted[id(node)] = None
+            continue
+        role = ROLE_MAP.get(raw_role, raw_role)
+        name = _str(node.get("name"))
+        uid = node.get("id")
+        if not isinstance(uid, str) or not UID.fullmatch(uid):
+            raise SnapshotFormatError(f"node without a uid: {str(node)[:80]}")
+        if role == "text":
+            converted[id(node)] = AriaNode("text", text=name, depth=depth)
+            continue
+        kids = node.get("children") or []
+        if not done:
+            stack.append((node, depth, parent, True))
+            stack.extend((child, depth + 1, role, False) for child in reversed(kids))
+            continue
+        children = [c for child in kids if (c := converted.pop(id(child))) is not None]
+        converted[id(node)] = _node(node, role, name, uid, depth, parent, children, ambiguous)
+    return converted[id(tree)]
+
+
+def _node(
+    node: Mapping[str, Any],
+    role: str,
+    name: str,
+    uid: str,
+    depth: int,
+    parent: str,
+    children: list[AriaNode],
+    ambiguous: set[str],
+) -> AriaNode:
     value = _str(node.get("value")) or None
-    children = [
-        converted
-        for child in node.get("children") or []
-        if (converted := _convert(child, depth + 1, ambiguous, role)) is not None
-    ]
     # A native select's options are its value and its choices, read as text (as from the default backend), not
     # elements: the canonical action on them is `select` on the combobox.
     choice = role == "option" and parent == "combobox"
@@ -126,7 +150,7 @@ def parse_tree(tree: Mapping[str, Any]) -> tuple[str, str, list[AriaNode]]:
         raise SnapshotFormatError("the snapshot root is not a RootWebArea")
     counts = Counter(node.get("id") for node in nodes_of(tree))
     ambiguous = {uid for uid, n in counts.items() if isinstance(uid, str) and n > 1}
-    root = _convert(tree, 0, ambiguous)
+    root = _convert(tree, ambiguous)
     assert root is not None
     return _str(tree.get("url")), _str(tree.get("name")), root.children
 

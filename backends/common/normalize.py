@@ -122,68 +122,73 @@ def _element(node: AriaNode) -> Element:
     )
 
 
+MAX_ELEMENTS = 50_000
+"""Interactive elements kept per snapshot. The runtime shows about a hundred per observation page, so this many is
+already more than an agent can page through; past it, memory and parse time grow with the page and nothing is
+gained. Those beyond it are counted in `Snapshot.elements_dropped`, which the runtime says in its own words."""
+MAX_TEXT_LINES = 20_000
+"""Text lines kept per snapshot (the runtime shows at most a few thousand characters of them)."""
+
+
 @dataclass
 class _Walk:
+    """One pass over the forest, with an explicit stack: a page nested thousands of levels deep costs memory in
+    proportion to its depth, never Python's recursion limit."""
+
     elements: list[Element] = field(default_factory=list)
     # Document-order stream of text lines and element names, for de-duplicating labels next to their control.
     stream: list[tuple[str, str]] = field(default_factory=list)
+    dropped: int = 0
+    lines: int = 0
 
     def text(self, line: str) -> None:
         line = compact(line)
-        if line and not _NOISE.match(line):
+        if line and not _NOISE.match(line) and self.lines < MAX_TEXT_LINES:
+            self.lines += 1
             self.stream.append(("text", line))
 
-    def visit(self, node: AriaNode) -> None:
-        if "aria-hidden" in node.attrs:
-            return
-        if node.role == "text":
-            self.text(node.text or "")
-            return
-        if node.ref and node.role in INTERACTIVE_ROLES:
-            element = _element(node)
-            self.elements.append(element)
-            self.stream.append(("element", element.name))
-            options = [c.name for c in node.children if c.role == "option" and not c.ref]
-            if options:
-                self.text(f"{node.role} {json.dumps(element.name, ensure_ascii=False)} options: " + " | ".join(options))
-            for child in node.children:  # interactive content nested inside (rare, e.g. a link in a cell)
-                if child.role != "option" or child.ref:
-                    self._visit_nested(child)
-            return
-        if node.role == "heading":
-            level = int(node.attrs.get("level") or 2)
-            label = node.name or node.text or self._flat(node)
-            if label:
-                self.text("#" * max(1, min(level, 6)) + " " + label)
-            for child in node.children:
-                self._visit_nested(child)
-            return
-        prefix = f"[{node.role}] " if node.role in LIVE_ROLES else ""
-        if node.name and node.role in NAMED_TEXT_ROLES:
-            self.text(prefix + node.name + (f": {node.text}" if node.text else ""))
-        elif node.text is not None:
-            self.text(prefix + node.text)
-        for child in node.children:
-            self.visit(child)
+    def walk(self, roots: list[AriaNode]) -> None:
+        # (node, nested): inside an element or heading only further interactive elements matter (their text is the
+        # name), so a nested node is entered only for the elements under it.
+        stack: list[tuple[AriaNode, bool]] = [(root, False) for root in reversed(roots)]
+        while stack:
+            node, nested = stack.pop()
+            if "aria-hidden" in node.attrs:
+                continue
+            interactive = bool(node.ref) and node.role in INTERACTIVE_ROLES
+            if nested and not interactive:
+                stack.extend((child, True) for child in reversed(node.children))
+                continue
+            if node.role == "text":
+                self.text(node.text or "")
+            elif interactive:
+                self._element(node)
+                # interactive content nested inside (rare, e.g. a link in a cell)
+                stack.extend((c, True) for c in reversed(node.children) if c.role != "option" or c.ref)
+            elif node.role == "heading":
+                level = int(node.attrs.get("level") or 2)
+                label = node.name or node.text or _flat(node)
+                if label:
+                    self.text("#" * max(1, min(level, 6)) + " " + label)
+                stack.extend((child, True) for child in reversed(node.children))
+            else:
+                prefix = f"[{node.role}] " if node.role in LIVE_ROLES else ""
+                if node.name and node.role in NAMED_TEXT_ROLES:
+                    self.text(prefix + node.name + (f": {node.text}" if node.text else ""))
+                elif node.text is not None:
+                    self.text(prefix + node.text)
+                stack.extend((child, False) for child in reversed(node.children))
 
-    def _visit_nested(self, node: AriaNode) -> None:
-        """Inside an element or heading, only further interactive elements matter (their text is the name)."""
-        if "aria-hidden" in node.attrs:
+    def _element(self, node: AriaNode) -> None:
+        if len(self.elements) >= MAX_ELEMENTS:
+            self.dropped += 1
             return
-        if node.ref and node.role in INTERACTIVE_ROLES:
-            self.visit(node)
-            return
-        for child in node.children:
-            self._visit_nested(child)
-
-    @staticmethod
-    def _flat(node: AriaNode) -> str:
-        """The readable content under a node: names and texts of its descendants."""
-        parts = [node.text or ""]
-        for child in node.children:
-            if "aria-hidden" not in child.attrs:
-                parts.append(child.text or "" if child.role == "text" else child.name or _Walk._flat(child))
-        return " ".join(p for p in parts if p)
+        element = _element(node)
+        self.elements.append(element)
+        self.stream.append(("element", element.name))
+        options = [c.name for c in node.children if c.role == "option" and not c.ref]
+        if options:
+            self.text(f"{node.role} {json.dumps(element.name, ensure_ascii=False)} options: " + " | ".join(options))
 
     def text_block(self) -> str:
         lines: list[str] = []
@@ -198,16 +203,31 @@ class _Walk:
         return "\n".join(lines)
 
 
+def _flat(node: AriaNode) -> str:
+    """The readable content under a node: names and texts of its descendants (a named node stands for its subtree)."""
+    parts: list[str] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if item is not node and (item.role == "text" or item.name):
+            parts.append(item.text or "" if item.role == "text" else item.name)
+            continue
+        parts.append(item.text or "")
+        stack.extend(child for child in reversed(item.children) if "aria-hidden" not in child.attrs)
+    return " ".join(p for p in parts if p)
+
+
 def normalize(url: str, title: str, roots: list[AriaNode], upstream_chars: int = 0) -> Snapshot:
     walk = _Walk()
-    for root in roots:
-        walk.visit(root)
+    walk.walk(roots)
+    text = walk.text_block()
     return Snapshot(
         url=url,
         title=title,
-        text=walk.text_block(),
+        text=text,
         elements=tuple(walk.elements),
         upstream_chars=upstream_chars,
+        elements_dropped=walk.dropped,
     )
 
 

@@ -431,42 +431,35 @@ def text_lines(read: PageRead) -> list[str]:
         if line and any(c.isalnum() for c in line):
             stream.append(("text", line))
 
-    def visit(item: AXItem) -> None:
-        if item.role in SKIPPED_ROLES or any(item is s for s in skip):
-            return
-        if item.ignored:
-            for child in item.children:
-                visit(child)
-            return
-        if item.interactive:
-            stream.append(("element", _compact(item.name)))
-            options = [c.name for c in _descendants(item) if c.role == "option" and not c.interactive]
-            if options:
-                add(f'{item.role} "{_compact(item.name)}" options: ' + " | ".join(_compact(o) for o in options))
-            for child in item.children:
-                nested(child)
-            return
-        if item.role == "heading":
-            level = int(item.props.get("level") or 2)
-            add("#" * max(1, min(level, 6)) + " " + (item.name or _flat(item)))
-            for child in item.children:
-                nested(child)
-            return
-        if item.role == TEXT_ROLE:
-            add(item.name)
-            return
-        if item.name and item.role in NAMED_TEXT_ROLES:
-            add((f"[{item.role}] " if item.role in LIVE_ROLES else "") + item.name)
-        for child in item.children:
-            visit(child)
-
-    def nested(item: AXItem) -> None:
-        """Inside a control or heading only further controls count (the text is already the name)."""
-        if item.interactive:
-            visit(item)
-            return
-        for child in item.children:
-            nested(child)
+    def visit(start: AXItem) -> None:
+        # An explicit stack, not recursion: a page nested thousands of levels deep must not reach Python's recursion
+        # limit. (item, nested): inside a control or heading only further controls count (the text is its name).
+        stack: list[tuple[AXItem, bool]] = [(start, False)]
+        while stack:
+            item, inside = stack.pop()
+            if inside and not item.interactive:
+                stack.extend((child, True) for child in reversed(item.children))
+                continue
+            if item.role in SKIPPED_ROLES or any(item is s for s in skip):
+                continue
+            if item.ignored:
+                stack.extend((child, False) for child in reversed(item.children))
+            elif item.interactive:
+                stream.append(("element", _compact(item.name)))
+                options = [c.name for c in _descendants(item) if c.role == "option" and not c.interactive]
+                if options:
+                    add(f'{item.role} "{_compact(item.name)}" options: ' + " | ".join(_compact(o) for o in options))
+                stack.extend((child, True) for child in reversed(item.children))
+            elif item.role == "heading":
+                level = int(item.props.get("level") or 2)
+                add("#" * max(1, min(level, 6)) + " " + (item.name or _flat(item)))
+                stack.extend((child, True) for child in reversed(item.children))
+            elif item.role == TEXT_ROLE:
+                add(item.name)
+            else:
+                if item.name and item.role in NAMED_TEXT_ROLES:
+                    add((f"[{item.role}] " if item.role in LIVE_ROLES else "") + item.name)
+                stack.extend((child, False) for child in reversed(item.children))
 
     main = next((i for r in read.roots for i in _descendants(r) if i.role == "main" and not i.ignored), None)
     if main is not None:  # "prioritizing article content": the main landmark first, the page around it after

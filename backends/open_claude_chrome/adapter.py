@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from backends.common.normalize import MAX_ELEMENTS
 from backends.open_claude_chrome.contract import ToolContract
 from backends.open_claude_chrome.refs import REF
 from backends.open_claude_chrome.session import PageSession
@@ -116,12 +117,15 @@ class OpenClaudeChromeBackend:
             for node in page.nodes
             if node.ref is not None
         )
+        # The same cap as the other backends' (backends.common.normalize); the runtime says what it left out.
+        dropped = max(0, len(elements) - MAX_ELEMENTS)
         return Snapshot(
             url=page.url,
             title=page.title,
             text=text.text,
-            elements=elements,
+            elements=elements[:MAX_ELEMENTS],
             upstream_chars=len(page.text) + len(text.text),
+            elements_dropped=dropped,
         )
 
     async def act(self, action: Action, element: Element | None) -> None:

@@ -29,6 +29,7 @@ click, wheel), `--output-dir` inside the workdir, explicit action/navigation tim
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import shutil
@@ -146,7 +147,8 @@ class PlaywrightMCPBackend(ChildBackend):
     async def snapshot(self) -> Snapshot:
         result = await self._call("browser_snapshot", {})
         try:
-            return parse_snapshot_answer(_text(result), self.workdir)
+            # Off the event loop: a huge Page's answer takes seconds to parse, and other connections wait meanwhile.
+            return await asyncio.to_thread(parse_snapshot_answer, _text(result), self.workdir)
         except (SnapshotFormatError, OSError) as exc:
             raise BackendError("upstream", f"unreadable browser_snapshot answer: {exc}") from None
 

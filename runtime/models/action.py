@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_SHORT = 64
 """Refs, handles, ids, keys and roles: short tokens the runtime, a backend or ARIA names; longer ones are invalid."""
@@ -36,6 +36,42 @@ def enforced(limit: int) -> AfterValidator:
 
 Short = Annotated[str, enforced(MAX_SHORT)]
 
+MODIFIERS = {"control": "Control", "ctrl": "Control", "shift": "Shift", "alt": "Alt", "meta": "Meta", "cmd": "Meta"}
+"""Modifier names a chord may start with (any case), and the spelling every backend's keyboard knows."""
+NAMED_KEYS = {
+    name.lower(): name
+    for name in (
+        "Enter", "Tab", "Escape", "Backspace", "Delete", "Insert", "Space", "Home", "End", "PageUp", "PageDown",
+        "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", *(f"F{n}" for n in range(1, 13)),
+    )
+} | {"esc": "Escape", "return": "Enter"}  # fmt: skip
+"""The named keys all three backends map (Playwright's and Puppeteer's key names, open_claude_chrome's table)."""
+KEY_RULE = (
+    "press takes exactly one key or one chord per act: a key name (Enter, Tab, Escape, Backspace, Delete, Insert, "
+    "Space, Home, End, PageUp, PageDown, ArrowUp/Down/Left/Right, F1-F12) or one printable ASCII character, "
+    "optionally after modifiers (Control+, Shift+, Alt+, Meta+), e.g. Enter, Shift+Tab, Control+A; for several "
+    "keys, act once per key"
+)
+
+
+def one_key(value: str) -> str:
+    """The one key or chord `value` names, spelled as every backend's keyboard knows it (`ctrl+a` -> `Control+a`).
+
+    Several keys in one act ("Tab Tab Enter") would be several writes the runtime checks as one, so they are refused,
+    as is anything one of the backends would read differently (a key only one upstream knows, a doubled modifier)."""
+    if value == " ":
+        return "Space"
+    *modifiers, key = value.split("+") if value != "+" else ["+"]
+    canonical = [MODIFIERS.get(m.lower(), "") for m in modifiers]
+    if not all(canonical) or len(set(canonical)) != len(canonical):
+        raise ValueError(KEY_RULE)
+    if key.lower() in NAMED_KEYS:
+        key = NAMED_KEYS[key.lower()]
+    elif not (len(key) == 1 and "!" <= key <= "~") or (key == "+" and modifiers):
+        raise ValueError(KEY_RULE)
+    return "+".join([*canonical, key])
+
+
 ActionType = Literal["click", "type", "press", "scroll", "select", "navigate"]
 
 WRITE_ACTIONS: frozenset[str] = frozenset({"click", "type", "press", "select", "navigate"})
@@ -57,6 +93,11 @@ class Action(BaseModel):
     direction: Literal["up", "down", "left", "right"] | None = None
     x: float | None = Field(None, allow_inf_nan=False, description="Viewport CSS px.")
     y: float | None = Field(None, allow_inf_nan=False)
+
+    @field_validator("key")
+    @classmethod
+    def _one_key(cls, value: str | None) -> str | None:
+        return None if value is None else one_key(value)
 
     @model_validator(mode="after")
     def _fields_for_type(self) -> Action:

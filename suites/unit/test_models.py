@@ -45,6 +45,39 @@ def test_one_action_of_each_type_validates_and_knows_whether_it_writes() -> None
 
 
 @pytest.mark.parametrize(
+    ("key", "sent"),
+    [
+        ("Enter", "Enter"),
+        ("tab", "Tab"),
+        ("Esc", "Escape"),
+        (" ", "Space"),
+        ("+", "+"),
+        ("a", "a"),
+        ("F12", "F12"),
+        ("Control+A", "Control+A"),
+        ("ctrl+a", "Control+a"),
+        ("Shift+Tab", "Shift+Tab"),
+        ("Meta+Shift+K", "Meta+Shift+K"),
+        ("cmd+shift+arrowup", "Meta+Shift+ArrowUp"),
+    ],
+)
+@pytest.mark.req("keys:one-chord")
+def test_press_takes_one_key_or_one_chord_spelled_as_every_backend_knows_it(key: str, sent: str) -> None:
+    assert Action(type="press", key=key).key == sent
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["Tab Tab Enter", "Enter,Enter", "a b", "", "Control+A+B", "Shift+Shift+A", "Control++", "Shift", "Control+",
+     "é", "Hyper+A", "Enter\n"],
+)  # fmt: skip
+@pytest.mark.req("keys:one-chord")
+def test_several_keys_or_a_key_one_backend_would_misread_is_rejected_saying_what_press_takes(key: str) -> None:
+    with pytest.raises(ValidationError, match="exactly one key or one chord per act"):
+        Action(type="press", key=key)
+
+
+@pytest.mark.parametrize(
     ("raw", "message"),
     [
         ({"type": "all_of", "of": []}, "empty assertion proves nothing"),
