@@ -60,7 +60,7 @@ bench: setup
 # offline report and the cost summary. Both are built even when a suite fails; the exit status is the suites'.
 lab: setup
 	@rm -rf $(RESULTS) reports/costs
-	@status=0; INSTALLED_BACKENDS=all $(PYTEST) suites --alluredir=$(RESULTS) || status=$$?; \
+	@status=0; INSTALLED_BACKENDS=all FUZZ_EXAMPLES=10000 $(PYTEST) suites --alluredir=$(RESULTS) || status=$$?; \
 	$(PY) -m lab.report || { [ $$status -ne 0 ] || status=1; }; \
 	$(PY) -m lab.costs || true; \
 	exit $$status

@@ -4,6 +4,8 @@ It connects to a browser's CDP endpoint (`--cdp-endpoint http://127.0.0.1:9222`)
 Chromium (`--launch`). Only a host that shares this runtime's context store can mint tokens, so a bare server
 answers every call with `invalid_capability` — by design, a third-party client alone cannot act.
 
+Over stdio every request line gets an answer, even one the SDK's own transport would drop (see `runtime.mcp.stdio`).
+
 Over HTTP on anything but loopback it also needs `--allow-remote` and a bearer token (see `runtime.mcp.http`);
 with a token configured, every request without `Authorization: Bearer <token>` gets 401.
 
@@ -25,6 +27,7 @@ from pathlib import Path
 from runtime.app import Runtime
 from runtime.browser import PrivateChromium
 from runtime.mcp.http import TOKEN_ENV, ExposureRefused, check_exposure, read_token, serve_http
+from runtime.mcp.stdio import run_stdio
 from runtime.service import Settings
 
 COMMANDS = "computer_use.commands"
@@ -37,7 +40,7 @@ async def serve(args: argparse.Namespace, token: str | None) -> None:
     runtime = await Runtime.connect(endpoint, settings=Settings(backend=args.backend))
     try:
         if args.transport == "stdio":
-            await runtime.server.run_stdio_async()
+            await run_stdio(runtime.server)
         else:
             await serve_http(runtime.server, args.host, args.port, token)
     finally:
