@@ -33,6 +33,8 @@ POPUPS = "spec Popup 与并发"
 BACKENDS_SPEC = "spec 三个执行 backend"
 HOST = "issue 10: the host app"
 BOUNDS = "issue 11: every input bounded"
+UNTRUSTED = "issue 11: needs_user follows the write"
+FUZZ = "issue 11: fuzzing"
 
 PW = "playwright_mcp"
 CDM = "chrome_devtools_mcp"
@@ -221,6 +223,89 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req("bounds:finite-coordinates", BOUNDS, "NaN and Infinity for x/y are invalid_arguments, over stdio too"),
     _req("bounds:linear-patterns", BOUNDS, "a catastrophic pattern on a long title answers; other connections served"),
     _req("bounds:published", BOUNDS, "the tool schema publishes the text, url, values, pattern and `of` limits"),
+    _req(
+        "bounds:deep-page",
+        BOUNDS,
+        "a page nested 1,500 levels deep gives a bounded observation, never target_lost",
+        divergences={
+            PW: "@playwright/mcp 0.0.83's browser_snapshot fails with 'RangeError: Maximum call stack size exceeded' "
+            "(upstream): the observe fails (not target_lost) and the Page stays usable by its other commands",
+        },
+    ),
+    _req(
+        "bounds:huge-page",
+        BOUNDS,
+        "a 200,000-button page gives a bounded, paginated observation or timeout within observe_timeout; "
+        "other connections are served meanwhile",
+        notes={
+            b: "measured: the upstream snapshot of 200,000 buttons does not finish within the bound, so the outcome is "
+            "timeout (PW 30.8 s, CDM 34.8 s, OCC 15.6 s on 2 cores)"
+            for b in (PW, CDM, OCC)
+        },
+    ),
+    _req(
+        "injection:escaped",
+        UNTRUSTED,
+        "page strings are cleaned and escaped: one whole line per real element, no "
+        "forged field, state or ref; cuts carry the runtime's marker",
+    ),
+    _req(
+        "injection:framed", UNTRUSTED, "the observation sits between per-frame nonce lines page text cannot reproduce"
+    ),
+    _req("injection:utf16", UNTRUSTED, "lone surrogates from a page become U+FFFD; every result encodes as UTF-8"),
+    _req(
+        "injection:refs-unguessable",
+        UNTRUSTED,
+        "refs planted in page text or kept from the previous frame give stale_observation with 0 writes",
+    ),
+    _req("keys:one-chord", UNTRUSTED, "press is exactly one key or chord; several keys are invalid_arguments, 0 CDP"),
+    _req(
+        "policy:names",
+        UNTRUSTED,
+        "sensitive names are caught after NFKC, zero-width, bidi and look-alike folding, in "
+        "ten languages, on roles beyond button and link, and when the accessible name hides the visible words",
+    ),
+    _req("policy:press-commits", UNTRUSTED, "Enter or Space is checked on the focused element and the form it submits"),
+    _req(
+        "policy:point-commits", UNTRUSTED, "a click by point is checked on the element under the point (shadow roots)"
+    ),
+    _req(
+        "policy:select-commits",
+        UNTRUSTED,
+        "a select whose change submits its form, or a sensitive option, is needs_user",
+    ),
+    _req(
+        "policy:type-submit-commits", UNTRUSTED, "type with submit is checked by the form's submit control and action"
+    ),
+    _req(
+        "policy:structure",
+        UNTRUSTED,
+        "login, card and CAPTCHA structure is found in shadow roots, same-origin and "
+        "cross-origin frames (any depth) and payment iframes",
+    ),
+    _req(
+        "policy:moment-of-act",
+        UNTRUSTED,
+        "the element is re-read just before the input; a control that can rename "
+        "itself under the pointer is refused with 0 writes",
+    ),
+    _req(
+        "policy:navigation", UNTRUSTED, "navigate off the authorized origin, or to a side-effect address, is needs_user"
+    ),
+    _req(
+        "fuzz:boundary",
+        FUZZ,
+        "(backend-independent: the boundary is in front of every backend; run on the default one) "
+        "Hypothesis calls at the MCP boundary (in-process and a stdio share): no crash, no hang, "
+        "one envelope with one of the eleven reason codes, 0 CDP commands for refusals; count and seed reported",
+    ),
+    _req(
+        "protocol:stdio-every-line-answered",
+        FUZZ,
+        "(backend-independent: nothing reaches a backend) over stdio every line is answered: "
+        "lone surrogates as U+FFFD, "
+        "not JSON -32700, no JSON-RPC message -32600, over 16 MiB -32600; the next call is answered",
+    ),
     _req(
         "protocol:invalid-arguments",
         "spec 004 (MCP tool conventions)",
