@@ -240,7 +240,9 @@ async def read_commit(probe: PageProbe, action: Action, element: Element | None)
         return Reading()
     targets: list[Target] = []
     for frame in frames:
-        remotes = await _by_role_and_name(probe, frame, element)
+        # Other frames by their DOM: an offscreen frame of another site is throttled, and its accessibility tree
+        # would not answer before `AX_WAIT` on every act.
+        remotes = await (_by_role_and_name(probe, frame, element) if frame.top else _by_dom(probe, frame, element))
         targets += await _reads(probe, frame, remotes, mode)
         if len(targets) >= MAX_CANDIDATES:
             break
@@ -251,8 +253,8 @@ async def _by_role_and_name(probe: PageProbe, frame: FrameContext, element: Elem
     """The frame's live elements with the element's role and name (whitespace and case aside).
 
     The browser's accessibility tree first. It answers only once the frame's rendering is up to date, which a
-    minimized window or an offscreen frame of another site (throttled) may never be: after `AX_WAIT` the frame's DOM
-    is searched instead, with the name computed the simple way (aria-label, labelledby, labels, content, value)."""
+    minimized window may never be: after `AX_WAIT` the frame's DOM is searched instead, with the name computed the
+    simple way (aria-label, labelledby, labels, content, value, alt, title, placeholder)."""
     try:
         document = await probe.evaluate_in(frame, "document", by_value=False)
         params = {"objectId": document["objectId"], "role": element.role}

@@ -155,6 +155,11 @@ class PageProbe:
             self._session = None
             raise TargetGone(str(exc)) from exc
 
+    async def watch(self) -> None:
+        """Be attached, with Page events on, before a write: a dialog the write opens (a page that asks `confirm()`
+        as it loads) is heard the moment it opens, and the write's wait ends there."""
+        await self._send("Page.getFrameTree")
+
     async def _auto_attach(self, session: str) -> None:
         # Out-of-process frames (another site's iframe) are targets of their own; Chromium announces each one, and
         # the ones nested in it, with `Target.attachedToTarget` on the parent's session before this call answers.

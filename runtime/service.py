@@ -343,6 +343,7 @@ class ComputerUseService:
     ) -> None:
         """The runtime's own read of the Page and of what this write would commit, a moment before the input."""
         authorized = context.pages.get(session.page.registry_page_id)
+        await self._read(session, session.probe.watch())
         structure = None if action.type == "navigate" else await self._read(session, session.probe.structure())
         reading = await self._read(session, read_commit(session.probe, action, element))
         if not reading.found and (action.type in ("click", "select") or (action.type == "type" and action.submit)):

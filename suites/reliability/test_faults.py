@@ -360,7 +360,10 @@ async def test_a_dialog_already_open_when_the_page_is_first_observed_is_a_bounde
     )
     await opened
 
+    settings = desk.runtime.service.settings
+    settings.observe_timeout = 6.0  # the bound is what is proved; the default would only make the wait longer
     result = await within(agent.call(command="observe", page="left"), CALL_LIMIT, "observing a Page behind a dialog")
+    settings.observe_timeout = OBSERVE_TIMEOUT
 
     assert_outcome(result, "timeout")
     assert tap.count(label="runtime", method="Page.handleJavaScriptDialog") == 0
