@@ -149,6 +149,9 @@ async def fail_and_time_out(agent: Agent, desk: Desk, tap: CDPTap, fixture_serve
     assert refused.status == "failed", refused
     seen = await agent.observe(computer_session_id=seen.computer_session_id)
     held = fixture_server.stall("/stall/write")
+    # A runtime that retries on the new backend observes the Page first; while the write is held that waits for the
+    # whole observe bound, which need not be the default 30 s for the check to see the retry.
+    desk.runtime.service.settings.observe_timeout = 8.0
     timed_out = await agent.act(seen, type="click", ref=ref_of(seen.observation, '"Submit expense"'))
     assert timed_out.reason_code == "timeout", timed_out
     await held.started()  # the write arrived (it is counted on arrival); its answer is still held
