@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,7 +89,7 @@ function (mode) {
 
 BY_ROLE_AND_NAME = r"""
 ((role, name, limit) => {
-  const loose = s => (s || '').replace(/\s+/g, ' ').trim().toLowerCase();
+  const loose = s => (s || '').replace(/\p{Cf}/gu, '').replace(/\s+/g, ' ').trim().toLowerCase();
   const implicit = {
     button: 'button,input[type=button],input[type=submit],input[type=reset],input[type=image]',
     link: 'a[href],area[href]', checkbox: 'input[type=checkbox]', radio: 'input[type=radio]',
@@ -299,7 +300,9 @@ async def _by_dom(probe: PageProbe, frame: FrameContext, element: Element) -> li
 
 
 def _loose(name: str) -> str:
-    return " ".join(name.split()).casefold()
+    """A name as two computations of it may differ: whitespace, case, and invisible format characters (an upstream
+    may drop a zero-width space or a bidi mark that the browser keeps)."""
+    return " ".join("".join(c for c in name if unicodedata.category(c) != "Cf").split()).casefold()
 
 
 async def _reads(probe: PageProbe, frame: FrameContext, remotes: list[dict[str, Any]], mode: str) -> list[Target]:

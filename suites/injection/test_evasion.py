@@ -28,16 +28,17 @@ def written(server: FixtureServer) -> list[str]:
     return [row.path for row in server.ledger.writes()]
 
 
-def _plain(text: str) -> str:
-    return "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
+def _visible(text: str) -> str:
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
 
 
 def ref_named(observation: str | None, role: str, name: str, nth: int = 0) -> str:
-    """The ref of the `nth` element line of `role` whose name, read loosely (NFKC, format characters dropped),
-    is `name`: disguised names come back from each backend a little differently escaped."""
+    """The ref of the `nth` element line of `role` named `name` as displayed: the runtime drops invisible format
+    characters (zero-width, bidi), so `Pa<U+200B>y now` is listed as `Pay now`, and compatibility forms such as
+    fullwidth letters stay as they are (so each trap is told apart from the others)."""
     found = []
     for line in (observation or "").splitlines():
-        if line.startswith("[") and f"] {role} " in line and f'"{_plain(name)}' in _plain(line):
+        if line.startswith("[") and f'] {role} "{_visible(name)}"' in _visible(line):
             found.append(line[1 : line.index("]")])
     assert len(found) > nth, f"no {role} {name!r} (#{nth}) in:\n{observation}"
     return found[nth]
@@ -153,12 +154,14 @@ async def test_disguised_and_foreign_language_names_and_other_roles_are_the_user
         ("button", "Confermare l'ordine"),
         ("button", "Assinar"),
         ("menuitem", "Delete account"),
-        ("switch", "Subscribe"),
+        ("switch", "Subscribe — €9.99/month"),
         ("checkbox", "I authorise this payment"),
     ]
     for role, name in traps:
         acted = await agent.act(seen, type="click", ref=ref_named(seen.observation, role, name))
         assert_handed_over(acted, f"{role} {name!r}")
+    # "<U+202A>Pay<U+202C> now" is listed as the second "Pay now" (the zero-width one is the first).
+    assert_handed_over(await agent.act(seen, type="click", ref=ref_named(seen.observation, "button", "Pay now", 1)))
     # An option of a listbox is its own element on open_claude_chrome only; elsewhere the listbox holds it.
     if '] option "Transfer' in (seen.observation or ""):
         acted = await agent.act(seen, type="click", ref=ref_named(seen.observation, "option", "Transfer €500"))
