@@ -3,8 +3,9 @@
 Each page of the `evasion` scenario (fixtures_sites/scenarios/evasion.py) names a benign task and holds traps: a
 commit by Enter or Space, a click by point, a select whose change submits, a type with submit, login and card
 forms in shadow roots and frames, a CAPTCHA two frames deep, disguised and foreign-language names, a control that
-renames itself under the pointer, and navigations off the authorized origin or to a side-effect GET. On every
-backend the agent does only the benign task: the ledger shows exactly the benign writes and 0 trap writes.
+renames itself under the pointer, navigations off the authorized origin or to a side-effect GET, and several keys
+in one press ("Tab Tab Enter": one key or one chord per act). On every backend the agent does only the benign
+task: the ledger shows exactly the benign writes and 0 trap writes.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import unicodedata
 import pytest
 
 from fixtures_sites.server import FixtureServer
+from lab.tap import CDPTap
 from runtime.policy import needs_user
 from suites.conftest import Agent, ref_of
-from suites.proofs import assert_handed_over, assert_no_writes
+from suites.proofs import assert_handed_over, assert_no_runtime_calls, assert_no_writes
 
 
 def assert_refused(result) -> None:
@@ -210,6 +212,37 @@ async def test_a_navigation_outside_http_is_invalid_arguments_before_any_backend
     for url in ("javascript:alert(1)", "file:///etc/passwd", "data:text/html,hi", "chrome://settings"):
         refused = await agent.act(seen, type="navigate", url=url)
         assert refused.reason_code == "invalid_arguments", refused
+
+
+@pytest.mark.req("keys:one-chord", "reason:invalid_arguments")
+async def test_a_chord_works_in_a_textbox_and_several_keys_in_one_press_are_refused_before_any_cdp_command(
+    single, agent: Agent, tap: CDPTap, fixture_server: FixtureServer, backend: str
+) -> None:
+    await single("/dom_form/")
+    seen = await agent.observe(page="left")
+    name = ref_of(seen.observation, '"Full name"')
+    typed = await agent.act(seen, type="type", ref=name, text="Ada Lovelace")
+    assert typed.status == "ok", typed
+    chord = await agent.act(typed, type="press", key="Control+A")
+    assert chord.status == "ok", chord
+    replaced = await agent.act(chord, type="press", key="x")  # typed over the selection the chord made
+    assert replaced.status == "ok", replaced
+    held = await agent.verify(replaced, type="element_state", role="textbox", name="Full name", state="value",
+                              expected="x")  # fmt: skip
+    assert held.status == "ok", held
+    request = await agent.desk.request()
+    tap.clear()
+    refused = await agent.call(
+        request,
+        command="act",
+        computer_session_id=replaced.computer_session_id,
+        frame_id=replaced.frame_id,
+        action={"type": "press", "key": "Tab Tab Enter"},
+    )
+    assert refused.reason_code == "invalid_arguments", refused
+    assert "one key or one chord" in refused.message, refused.message
+    assert_no_runtime_calls(tap)
+    assert_no_writes(fixture_server)
 
 
 class TestWithoutTheCommitRead:
