@@ -160,6 +160,15 @@ class PageProbe:
         as it loads) is heard the moment it opens, and the write's wait ends there."""
         await self._send("Page.getFrameTree")
 
+    async def dialog_closed(self) -> bool:
+        """True when this probe, listening to the Page's dialog events, knows no dialog is open (settled by one
+        browser-side round trip: Chromium sends `javascriptDialogClosed` before its answer); False when one is open
+        or the probe has not been listening."""
+        if self._session is None or not self._watch_dialogs:
+            return False
+        await self._cdp.send("Target.getTargetInfo", {"targetId": self.target_id})
+        return self.dialog is None
+
     async def _auto_attach(self, session: str) -> None:
         # Out-of-process frames (another site's iframe) are targets of their own; Chromium announces each one, and
         # the ones nested in it, with `Target.attachedToTarget` on the parent's session before this call answers.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from runtime.arguments import ComputerUseArgs
-from runtime.backend import BackendError, Element
+from runtime.backend import BackendError, Element, Snapshot
 from runtime.capability.host import ContextStore, PageContext
 from runtime.capability.token import CapabilityError
 from runtime.capability.verifier import CapabilityVerifier, StaleContext
@@ -43,6 +43,8 @@ DIALOG_OPEN = "a dialog is open on the Page; the user must answer it (the runtim
 GONE = "the Page's target is gone"
 T = TypeVar("T")
 JOURNAL = 1000
+STALE_DIALOG_READS = 5
+"""Snapshots asked again while an upstream still reports a dialog the runtime's probe saw close."""
 """Calls the journal keeps (the newest)."""
 
 
@@ -178,7 +180,7 @@ class ComputerUseService:
     async def _observe_session(self, session: ComputerSession, detail: str, context: PageContext) -> Outcome:
         timeout = self.settings.observe_timeout
         try:
-            snapshot = await self._until_stopped(session, session.backend.snapshot(), timeout)
+            snapshot = await self._until_stopped(session, self._snapshot(session), timeout)
             image = None
             if detail == "visual" or "screenshot_always" in self.sabotage:
                 image = await self._until_stopped(session, session.backend.screenshot(), timeout)
@@ -193,6 +195,19 @@ class ComputerUseService:
         result = self._observation(session, frame, 0)
         result.screenshot_attached = image is not None
         return Outcome(result, image)
+
+    @staticmethod
+    async def _snapshot(session: ComputerSession) -> Snapshot:
+        """The backend's snapshot. An upstream that saw a dialog open may answer "dialog" a moment after the user
+        answered it (its close event still on the way); when the runtime's own probe knows no dialog is open, the
+        read is asked again, a bounded number of times. Only a read: nothing is ever sent twice to the Page."""
+        for _ in range(STALE_DIALOG_READS):
+            try:
+                return await session.backend.snapshot()
+            except BackendError as exc:
+                if exc.kind != "dialog" or not await session.probe.dialog_closed():
+                    raise
+        return await session.backend.snapshot()
 
     def _observation(self, session: ComputerSession, frame: Frame, offset: int) -> ComputerUseResult:
         text, next_offset = render(frame.snapshot, frame.detail, offset)
