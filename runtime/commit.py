@@ -25,7 +25,6 @@ MAX_CANDIDATES = 10
 AX_WAIT = 1.0
 """Seconds the accessibility tree of one frame gets to answer before its DOM is searched instead."""
 """Live elements read per ref (same role and name, in any frame): if any of them is sensitive, the act is."""
-COMMIT_KEYS = frozenset({"enter", "numpadenter", "return", " ", "space", "spacebar"})
 HOVER_EVENTS = frozenset(
     {"pointerover", "pointerenter", "mouseover", "mouseenter", "pointerdown", "mousedown", "pointermove", "mousemove"}
 )
@@ -187,7 +186,6 @@ class Target:
     href: str
     listens_pointer: bool
     """It (or an ancestor) reacts to hover or press: what it says may change under the pointer."""
-    listens_change: bool
     options: tuple[tuple[str, str], ...] = ()
     text_entry: bool = False
     frame_origin: str = ""
@@ -222,12 +220,12 @@ def mode_of(action: Action) -> str | None:
     return None
 
 
-async def read_commit(probe: PageProbe, action: Action, element: Element | None) -> Reading:
-    """The live elements `action` would go through; an empty reading for acts that commit nothing."""
+async def read_commit(probe: PageProbe, action: Action, element: Element | None, frames: list[FrameContext]) -> Reading:
+    """The live elements `action` would go through, in the Page's `frames` (read once per write, shared with the
+    structure read); an empty reading for acts that commit nothing."""
     mode = mode_of(action)
     if mode is None:
         return Reading()
-    frames = await probe.frames()
     if not frames:
         return Reading(found=False)
     if action.type == "press":
@@ -339,7 +337,6 @@ async def _reads(probe: PageProbe, frame: FrameContext, remotes: list[dict[str, 
                 else None,
                 href=raw["href"],
                 listens_pointer=raw["hover"] or bool(HOVER_EVENTS & listeners),
-                listens_change=bool(CHANGE_EVENTS & listeners),
                 options=tuple((label, value) for label, value in raw["options"]),
                 text_entry=raw["textEntry"],
                 frame_origin=raw["origin"],

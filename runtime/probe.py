@@ -258,8 +258,9 @@ class PageProbe:
         """One CDP command on the session a frame lives in (DOM, Accessibility, DOMDebugger reads)."""
         return await self._send(method, params, session=frame.session)
 
-    async def structure(self) -> Structure:
-        frames = await self.frames()
+    async def structure(self, frames: list[FrameContext] | None = None) -> Structure:
+        """The Page's structure across `frames` (read now if not given)."""
+        frames = await self.frames() if frames is None else frames
         reads: list[tuple[FrameContext, dict[str, Any]]] = []
         for frame in frames:
             try:

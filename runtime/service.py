@@ -23,7 +23,7 @@ from runtime.capability.host import ContextStore, PageContext
 from runtime.capability.token import CapabilityError
 from runtime.capability.verifier import CapabilityVerifier, StaleContext
 from runtime.cdp import CDPConnection, CDPError
-from runtime.commit import read_commit
+from runtime.commit import Reading, read_commit
 from runtime.gateway import ScopedGateway
 from runtime.models import Action, Assertion, ComputerUseResult, Page
 from runtime.models.page import RELATIONS
@@ -358,9 +358,13 @@ class ComputerUseService:
     ) -> None:
         """The runtime's own read of the Page and of what this write would commit, a moment before the input."""
         authorized = context.pages.get(session.page.registry_page_id)
-        await self._read(session, session.probe.watch())
-        structure = None if action.type == "navigate" else await self._read(session, session.probe.structure())
-        reading = await self._read(session, read_commit(session.probe, action, element))
+        if action.type == "navigate":  # no element and no structure: only the dialog watch must be on
+            await self._read(session, session.probe.watch())
+            structure, reading = None, Reading()
+        else:  # one frame read (it attaches the probe too), shared by the structure and the commit read
+            frames = await self._read(session, session.probe.frames())
+            structure = await self._read(session, session.probe.structure(frames))
+            reading = await self._read(session, read_commit(session.probe, action, element, frames))
         if not reading.found and (action.type in ("click", "select") or (action.type == "type" and action.submit)):
             raise Refusal(
                 ReasonCode.stale_observation,

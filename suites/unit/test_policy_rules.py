@@ -30,7 +30,6 @@ def button(name: str, form: FormRead | None = None, **fields: object) -> Target:
         "form": form,
         "href": "",
         "listens_pointer": False,
-        "listens_change": False,
         "accessible_name": name,
     }
     return Target(**{**defaults, **fields})  # type: ignore[arg-type]
