@@ -9,11 +9,13 @@ from dataclasses import dataclass
 
 from runtime.capability.host import ContextStore, Host
 from runtime.cdp import CDPConnection
+from runtime.gateway import ScopedGateway
 from runtime.mcp.server import ComputerUseServer, build_server
 from runtime.models import Page
 from runtime.probe import read_preview
 from runtime.registry.registry import PageRegistry
 from runtime.service import BackendFactory, ComputerUseService, Settings
+from runtime.sessions import GatewayFactory
 
 
 def default_backends() -> dict[str, BackendFactory]:
@@ -44,11 +46,13 @@ class Runtime:
         settings: Settings | None = None,
         sabotage: frozenset[str] = frozenset(),
         store: ContextStore | None = None,
+        gateway_factory: GatewayFactory = ScopedGateway,
     ) -> Runtime:
         """Connect to a browser's CDP endpoint (`http://host:port`) and assemble the runtime around it.
 
         `store` is the hosts' shared context store: pass one to set the token lifetime (or the clock) it mints
         and verifies with; by default tokens live `runtime.capability.token.TOKEN_LIFETIME` seconds.
+        `gateway_factory` makes each session's scoped gateway (the lab injects one that puts a tap in front).
         """
         cdp = await CDPConnection.connect(cdp_endpoint)
         registry = PageRegistry(cdp)
@@ -66,6 +70,7 @@ class Runtime:
             backends if backends is not None else default_backends(),
             settings,
             sabotage,
+            gateway_factory,
         )
         return cls(cdp, registry, Host(registry, store, preview), service, build_server(service))
 

@@ -1,6 +1,7 @@
 """Every scenario's routes, in one table. A scenario is a module with `SCENARIO` and `ROUTES`."""
 
 from fixtures_sites.scenarios import (
+    canary,
     canvas,
     captcha,
     catalogue,
@@ -23,7 +24,7 @@ from fixtures_sites.scenarios import (
 
 MODULES = (
     home, dom_form, catalogue, canvas, popup, captcha, login, sensitive, injection, frames, stall, chat, faults, race,
-    port_scan, evasion, forgery, huge,
+    port_scan, evasion, forgery, huge, canary,
 )
 
 ROUTES = tuple(route for module in MODULES for route in module.ROUTES)

@@ -6,7 +6,11 @@
 - `write`: changes page state without input (navigation, DOM edits, dialogs, emulation, storage).
 - `script`: runs page JavaScript; may read or write, so it is its own category rather than a guess.
 - `window`: window geometry and state.
-- `target`: target management and discovery (`Target.*`, `/json/new`, `/json/close`).
+- `discovery`: reads and events that describe targets — other Pages' URLs, titles and ids included
+  (`Target.getTargets`, `Target.getTargetInfo`, `Target.targetCreated/InfoChanged/Destroyed/Crashed`,
+  `Target.attachedToTarget`, `/json/list`). Counted apart from page commands: only the runtime's registry may
+  see other Pages this way, never a backend.
+- `target`: target management (`Target.*`, `/json/new`, `/json/close`).
 - `read`: everything else (snapshots, accessibility, DOM reads, domain enables).
 """
 
@@ -57,8 +61,20 @@ WRITE = frozenset(
     }
 )
 TARGET_HTTP = frozenset({"HTTP /json/new", "HTTP /json/close"})
+DISCOVERY = frozenset(
+    {
+        "Target.getTargets",
+        "Target.getTargetInfo",
+        "Target.targetCreated",
+        "Target.targetInfoChanged",
+        "Target.targetDestroyed",
+        "Target.targetCrashed",
+        "Target.attachedToTarget",
+        "HTTP /json/list",
+    }
+)
 
-CATEGORIES = ("screenshot", "focus", "input", "write", "script", "window", "target", "read")
+CATEGORIES = ("screenshot", "focus", "input", "write", "script", "window", "discovery", "target", "read")
 
 
 def classify(method: str) -> str:
@@ -75,6 +91,8 @@ def classify(method: str) -> str:
         return "script"
     if method in WRITE or method.startswith("Emulation."):
         return "write"
+    if method in DISCOVERY:
+        return "discovery"
     if method.startswith("Target.") or method in TARGET_HTTP:
         return "target"
     return "read"

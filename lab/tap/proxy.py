@@ -5,6 +5,11 @@ apart even when they only accept a bare `http://host:port`). The tap forwards ev
 directions and records a parsed copy: each command as (connection, label, target, session, method, category),
 each event likewise. `/json/*` answers are rewritten so their WebSocket URLs point back at the tap.
 
+An endpoint may front its own upstream (`endpoint(label, upstream=...)`), including one whose URL carries a path
+(a scoped gateway's `http://127.0.0.1:PORT/<secret>`): every byte between a backend and its gateway then crosses
+the tap too. `watch(*needles)` makes the tap look for byte strings (canaries) in every frame either way and every
+`/json/*` request and answer; `sightings(needle)` says where each was seen.
+
 A malformed client frame closes that client with a logged reason. When Chromium goes away the tap closes its
 clients, records an incident and keeps every count, so the test that lost the browser can still report them.
 """
@@ -27,7 +32,7 @@ import aiohttp
 from aiohttp import web
 
 from lab.tap.classify import classify
-from lab.tap.sessions import BROWSER, SessionTracker
+from lab.tap.sessions import BROWSER, UNKNOWN, SessionTracker
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +53,23 @@ class Record:
 
 
 @dataclass(frozen=True)
+class Sighting:
+    """One frame (or `/json/*` request or answer) that contained a watched needle.
+
+    `direction` is "sent" (client to upstream) or "received" (upstream to client); `kind` is "command", "answer",
+    "event" or "http"; `method` is the command's (for an answer, the command it answers), the event's, or
+    `HTTP /json/...`; `target` is what the tap attributes the frame to."""
+
+    needle: str
+    label: str
+    conn: int
+    direction: str
+    kind: str
+    method: str
+    target: str
+
+
+@dataclass(frozen=True)
 class Incident:
     conn: int
     label: str
@@ -62,10 +84,12 @@ class ChromiumGone(RuntimeError):
 class CDPTap:
     def __init__(self, upstream_http: str) -> None:
         self.upstream_http = upstream_http.rstrip("/")
-        self._upstream_hostport = self.upstream_http.split("://", 1)[1]
         self.records: list[Record] = []
         self.incidents: list[Incident] = []
         self.trackers: dict[int, SessionTracker] = {}
+        self.seen: list[Sighting] = []
+        self._needles: set[str] = set()
+        self._upstreams: dict[int, str] = {}
         self._seq = itertools.count(1)
         self._conn_ids = itertools.count(1)
         self._labels: dict[int, str] = {}
@@ -84,16 +108,21 @@ class CDPTap:
         self._http = aiohttp.ClientSession()
         return self
 
-    async def endpoint(self, label: str = "client") -> str:
-        """The `http://127.0.0.1:PORT` CDP endpoint whose clients are recorded under `label` (one port a label)."""
+    async def endpoint(self, label: str = "client", upstream: str | None = None) -> str:
+        """The `http://127.0.0.1:PORT` CDP endpoint whose clients are recorded under `label` (one port a label).
+
+        With `upstream` (any CDP endpoint URL, path included), a new port that forwards there instead of to the
+        tap's own upstream, recorded under `label` too; several such ports may share a label."""
         assert self._runner is not None, "start() the tap first"
         for port, known in self._labels.items():
-            if known == label:
+            if upstream is None and known == label and port not in self._upstreams:
                 return f"http://127.0.0.1:{port}"
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self._labels[port] = label
+        if upstream is not None:
+            self._upstreams[port] = upstream.rstrip("/")
         return f"http://127.0.0.1:{port}"
 
     async def close(self) -> None:
@@ -138,6 +167,18 @@ class CDPTap:
                 table.setdefault(r.target, Counter())[r.method] += 1
         return table
 
+    def watch(self, *needles: str) -> None:
+        """Look for these strings in every frame from now on (until `clear()`); see `sightings`."""
+        self._needles.update(n for n in needles if n)
+
+    def sightings(self, needle: str | None = None, label: str | None = None) -> list[Sighting]:
+        """Every frame, either way, that contained `needle` (any watched needle if None), on `label`'s ports."""
+        return [s for s in self.seen if (needle is None or s.needle == needle) and (label is None or s.label == label)]
+
+    def unknown_sessions(self, label: str | None = None) -> list[Record]:
+        """Records the tap could attribute to no target: traffic on a session it never saw created."""
+        return [r for r in self.records if r.target.startswith(UNKNOWN) and (label is None or r.label == label)]
+
     def connections(self, label: str | None = None) -> list[int]:
         return sorted({r.conn for r in self.records if label is None or r.label == label})
 
@@ -150,9 +191,12 @@ class CDPTap:
             raise ChromiumGone(f"Chromium died during the test; tap counts so far: {dict(self.by_target())}")
 
     def clear(self) -> None:
-        """Forget records and incidents (between tests). Live connections keep their session tracking."""
+        """Forget records, incidents, watched needles and sightings (between tests). Live connections keep their
+        session tracking."""
         self.records.clear()
         self.incidents.clear()
+        self.seen.clear()
+        self._needles.clear()
 
     def trace_lines(self) -> list[str]:
         lines = [json.dumps(asdict(r), separators=(",", ":")) for r in self.records]
@@ -171,9 +215,24 @@ class CDPTap:
             Record(next(self._seq), time.time(), kind, conn, label, target, session, method, classify(method))
         )
 
-    def _label_of(self, request: web.Request) -> str:
+    def _look(self, data: str, where: tuple[str, int, str, str, str, str]) -> None:
+        """Record a sighting of every watched needle in `data`; `where` is (label, conn, direction, kind, method,
+        target)."""
+        for needle in self._needles:
+            if needle in data:
+                self.seen.append(Sighting(needle, *where))
+
+    def _port_of(self, request: web.Request) -> int:
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
-        return self._labels.get(sockname[1] if sockname else -1, "?")
+        return sockname[1] if sockname else -1
+
+    def _label_of(self, request: web.Request) -> str:
+        return self._labels.get(self._port_of(request), "?")
+
+    def _upstream_of(self, request: web.Request) -> tuple[str, str]:
+        """(`http://host:port[/path]`, `host:port[/path]`) of the upstream this request's port forwards to."""
+        upstream = self._upstreams.get(self._port_of(request), self.upstream_http)
+        return upstream, upstream.split("://", 1)[1]
 
     def _record_command(self, conn: int, label: str, tracker: SessionTracker, message: dict[str, Any]) -> None:
         tracker.on_command(message)
@@ -211,17 +270,22 @@ class CDPTap:
         parts = request.path.strip("/").split("/")  # ["json", "activate", "<id>"]
         name = "/".join(parts[:2]) if len(parts) > 1 else "json/list"
         target = parts[2] if len(parts) > 2 and name in ("json/activate", "json/close") else BROWSER
-        self._record("command", next(self._conn_ids), label, target, None, f"HTTP /{name}")
+        conn = next(self._conn_ids)
+        method = f"HTTP /{name}"
+        self._record("command", conn, label, target, None, method)
+        upstream_http, upstream_hostport = self._upstream_of(request)
+        sent = await request.read()
+        self._look(request.path_qs + sent.decode("utf-8", "replace"), (label, conn, "sent", "http", method, target))
         try:
-            async with self._http.request(
-                request.method, self.upstream_http + request.path_qs, data=await request.read()
-            ) as upstream:
+            async with self._http.request(request.method, upstream_http + request.path_qs, data=sent) as upstream:
                 body = await upstream.read()
                 status, content_type = upstream.status, upstream.content_type
         except aiohttp.ClientError as exc:
             self.incidents.append(Incident(0, label, "upstream_refused", f"{request.path}: {exc}"))
             return web.Response(status=502, text=f"Chromium is not reachable: {exc}")
-        text = body.decode("utf-8", "replace").replace(self._upstream_hostport, request.host)
+        text = body.decode("utf-8", "replace")
+        self._look(text, (label, conn, "received", "http", method, target))
+        text = text.replace(upstream_hostport, request.host)
         return web.Response(status=status, text=text, content_type=content_type)
 
     # -- WebSocket ---------------------------------------------------------------------------------------------
@@ -235,7 +299,8 @@ class CDPTap:
         self.trackers[conn] = tracker
         client = web.WebSocketResponse(max_msg_size=0)
         await client.prepare(request)
-        ws_url = "ws://" + self._upstream_hostport + request.path_qs
+        upstream_http, upstream_hostport = self._upstream_of(request)
+        ws_url = "ws://" + upstream_hostport + request.path_qs
         try:
             upstream = await self._http.ws_connect(ws_url, max_msg_size=0)
         except (aiohttp.ClientError, OSError) as exc:
@@ -244,7 +309,7 @@ class CDPTap:
             return client
         self._clients.add(client)
         try:
-            await self._pump(conn, label, tracker, client, upstream)
+            await self._pump(conn, label, tracker, client, upstream, upstream_http)
         finally:
             self._clients.discard(client)
             await upstream.close()
@@ -258,7 +323,10 @@ class CDPTap:
         tracker: SessionTracker,
         client: web.WebSocketResponse,
         upstream: aiohttp.ClientWebSocketResponse,
+        upstream_http: str,
     ) -> None:
+        asked: dict[tuple[str | None, int], tuple[str, str]] = {}  # (sessionId, id) -> (method, target)
+
         async def from_client() -> None:
             async for frame in client:
                 if frame.type != aiohttp.WSMsgType.TEXT:
@@ -272,6 +340,11 @@ class CDPTap:
                     await client.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=reason.encode()[:120])
                     return
                 self._record_command(conn, label, tracker, message)
+                session, params = message.get("sessionId"), message.get("params")
+                about = tracker.target_of(session, params if isinstance(params, dict) else None)
+                asked[(session, message["id"])] = (message["method"], about)
+                if self._needles:
+                    self._look(frame.data, (label, conn, "sent", "command", message["method"], about))
                 await upstream.send_str(frame.data)
 
         async def from_upstream() -> None:
@@ -281,6 +354,9 @@ class CDPTap:
                 message = json.loads(frame.data)
                 if "id" in message:
                     tracker.on_response(message)
+                    method, about = asked.pop((message.get("sessionId"), message["id"]), ("?", "?"))
+                    if self._needles:
+                        self._look(frame.data, (label, conn, "received", "answer", method, about))
                 else:
                     # Track first, forward second: a session must exist before the client can use it.
                     tracker.on_event(message)
@@ -288,6 +364,8 @@ class CDPTap:
                     params = message.get("params") if isinstance(message.get("params"), dict) else None
                     about = tracker.target_of(session, params)
                     self._record("event", conn, label, about, session, message.get("method", "?"))
+                    if self._needles:
+                        self._look(frame.data, (label, conn, "received", "event", message.get("method", "?"), about))
                 await client.send_str(frame.data)
 
         client_task = asyncio.create_task(from_client())
@@ -301,15 +379,15 @@ class CDPTap:
             if task.exception() is not None:
                 log.warning("tap: connection %s (%s) ended with %r", conn, label, task.exception())
         if upstream_task in done and not client.closed:
-            gone = not await self._chromium_answers()
+            gone = not await self._chromium_answers(upstream_http)
             kind = "browser_gone" if gone else "upstream_closed"
             self.incidents.append(Incident(conn, label, kind, f"Chromium closed connection {conn}"))
             await client.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=kind.encode())
 
-    async def _chromium_answers(self) -> bool:
+    async def _chromium_answers(self, upstream_http: str) -> bool:
         assert self._http is not None
         try:
-            async with self._http.get(self.upstream_http + "/json/version", timeout=aiohttp.ClientTimeout(2)) as r:
+            async with self._http.get(upstream_http + "/json/version", timeout=aiohttp.ClientTimeout(2)) as r:
                 return r.status == 200
         except (aiohttp.ClientError, OSError, TimeoutError):
             return False

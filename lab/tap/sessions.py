@@ -15,6 +15,9 @@ from typing import Any
 BROWSER = "browser"
 """The target name for browser-level traffic that names no page."""
 
+UNKNOWN = "unknown-session:"
+"""Prefix of the target of traffic on a session the tracker never saw created: a leak could hide here."""
+
 
 @dataclass
 class Session:
@@ -47,7 +50,7 @@ class SessionTracker:
                     return named.target
             return self.root_target
         session = self.sessions.get(session_id)
-        return session.target if session else f"unknown-session:{session_id}"
+        return session.target if session else f"{UNKNOWN}{session_id}"
 
     def on_command(self, message: dict[str, Any]) -> None:
         method = message.get("method")

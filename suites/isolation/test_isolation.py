@@ -1,5 +1,10 @@
 """Page isolation: with A authorized, 0 reads and 0 writes reach B, the chat Page or a Page in another window —
 from the runtime or its backend — across observe, act and verify; bad tokens stop before any backend call.
+
+These proofs count CDP commands per target on the runtime side of the session tap: they show nobody asked another
+Page for anything. That another Page's data never arrives unasked (in discovery events, page lists or results) is
+proven by bytes, with canaries and a second tap on the backend's side of its gateway, in `test_canaries.py`,
+which also runs every isolation scenario (`SCENARIOS`) with both checks: command counts and canary bytes.
 """
 
 from __future__ import annotations
@@ -16,17 +21,6 @@ from suites.conftest import Agent, Desk
 from suites.proofs import assert_no_runtime_calls, assert_no_writes, assert_untouched, report_figures
 
 SCENARIOS = ["/dom_form/", "/catalogue/", "/frames/", "/injection/", "/popup/", "/login/", "/captcha/", "/sensitive/"]
-
-
-@pytest.fixture
-async def layout(desk: Desk, other_window: Workspace) -> Desk:
-    """A left of the chat, B right of it, D in a second workspace window. Only A is authorized."""
-    await desk.open("A", "/dom_form/", desk.workspace.column(0, 3))
-    await desk.open("chat", "/chat/", desk.workspace.column(1, 3), chat=True)
-    await desk.open("B", "/dom_form/", desk.workspace.column(2, 3))
-    await desk.open("D", "/dom_form/", other_window.column(0, 1), workspace=other_window)
-    desk.authorize("A")
-    return desk
 
 
 def others(desk: Desk) -> dict[str, str]:
@@ -76,35 +70,6 @@ async def test_with_a_authorized_observe_act_verify_never_touch_b_the_chat_or_an
     assert_untouched(tap, others(layout))
 
 
-@pytest.mark.parametrize("path", SCENARIOS)
-@pytest.mark.req(
-    "isolation:every-scenario",
-    "isolation:b-untouched",
-    "isolation:chat-untouched",
-    "isolation:other-window-untouched",
-)
-async def test_observing_and_verifying_any_scenario_on_a_reads_nothing_else(
-    desk: Desk, other_window: Workspace, agent: Agent, tap: CDPTap, path: str
-) -> None:
-    await desk.open("A", path, desk.workspace.column(0, 3))
-    await desk.open("chat", "/chat/", desk.workspace.column(1, 3), chat=True)
-    await desk.open("B", path, desk.workspace.column(2, 3))
-    await desk.open("D", path, other_window.column(0, 1), workspace=other_window)
-    desk.authorize("A")
-    seen = await agent.call(command="observe", page=desk.handle("A"))
-    assert seen.status == "ok", seen
-    title = next(line for line in (seen.observation or "").splitlines() if line.startswith("title: "))
-    title = title.removeprefix("title: ")
-    checked = await agent.call(
-        command="verify",
-        computer_session_id=seen.computer_session_id,
-        assertion={"type": "title_matches", "pattern": "^" + title.replace("(", r"\(").replace(")", r"\)")[:20]},
-    )
-    assert checked.verified is True, checked
-    report_figures(tap, {"A": desk.target("A"), **others(desk)})
-    assert_untouched(tap, others(desk))
-
-
 @pytest.mark.req("isolation:unauthorized-page", "reason:invalid_capability")
 async def test_naming_b_while_only_a_is_authorized_is_refused_without_touching_b(
     layout: Desk, agent: Agent, tap: CDPTap
@@ -122,6 +87,7 @@ async def _raw_call(client: Client, meta: dict | None, **arguments: object) -> C
     return ComputerUseResult.model_validate(raw.structured_content)
 
 
+@pytest.mark.before_any_backend
 @pytest.mark.req(
     "capability:missing",
     "capability:forged",
@@ -213,6 +179,7 @@ async def test_the_isolation_check_catches_a_gateway_that_shows_the_backend_ever
         assert_untouched(tap, others(layout))
 
 
+@pytest.mark.before_any_backend
 @pytest.mark.negative_control
 @pytest.mark.sabotage("skip_capability")
 @pytest.mark.req("capability:missing")

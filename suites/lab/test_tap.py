@@ -224,3 +224,41 @@ async def test_exact_agreement_fails_when_one_call_is_missing_from_either_count(
     await w.client.send("Runtime.evaluate", {"expression": "1"}, session_id=session_a)  # sent, not counted
     with pytest.raises(AssertionError):
         same_counts(tap, w, "off-by-one")
+
+
+async def test_a_watched_needle_is_found_in_answers_events_and_json_list_with_where_it_was_seen(
+    tap: CDPTap, through_tap: Connect, three_pages: tuple[LabPage, LabPage, LabPage]
+) -> None:
+    _, b, _ = three_pages
+    tap.watch(b.target_id, "never-sent-needle")
+    w = await through_tap("watcher")
+    await w.send(BROWSER, "Target.getTargets")
+    async with aiohttp.ClientSession() as http, http.get(await tap.endpoint("watcher") + "/json/list") as response:
+        assert b.target_id in await response.text()
+    seen = {(s.direction, s.kind, s.method) for s in tap.sightings(b.target_id)}
+    assert ("received", "answer", "Target.getTargets") in seen
+    assert ("received", "http", "HTTP /json/list") in seen
+    assert tap.sightings("never-sent-needle") == []
+    assert tap.count(label="watcher", category="discovery") == 2  # getTargets and /json/list, not page commands
+    assert tap.unknown_sessions() == []
+    tap.clear()
+    await w.send(BROWSER, "Target.getTargets")
+    assert tap.sightings() == []  # clear() forgets the needles too
+
+
+async def test_a_port_with_its_own_upstream_forwards_there_and_records_under_its_label(
+    tap: CDPTap, three_pages: tuple[LabPage, LabPage, LabPage]
+) -> None:
+    a, _, _ = three_pages
+    outer = await CDPTap("http://127.0.0.1:9").start()
+    try:
+        endpoint = await outer.endpoint("child", upstream=await tap.endpoint("inner"))
+        client = await CDPClient.connect(await browser_ws_url(endpoint))
+        try:
+            await client.send("Target.getTargetInfo", {"targetId": a.target_id})
+        finally:
+            await client.close()
+        assert outer.count(label="child", target=a.target_id, method="Target.getTargetInfo") == 1
+        assert tap.count(label="inner", target=a.target_id, method="Target.getTargetInfo") == 1
+    finally:
+        await outer.close()
