@@ -41,8 +41,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Release proofs run on every chosen backend; one whose check stops before any backend call (and asserts
+    that: 0 CDP commands) is marked `before_any_backend` and runs once, on the first chosen backend."""
     if "backend" in metafunc.fixturenames:
         chosen = metafunc.config.getoption("backend") or list(BACKENDS)
+        if metafunc.definition.get_closest_marker("before_any_backend"):
+            chosen = chosen[:1]
         metafunc.parametrize("backend", chosen)
 
 
@@ -133,9 +137,7 @@ async def runtime(tap: CDPTap, backend: str, request: pytest.FixtureRequest) -> 
     """The real runtime, reaching Chromium through the tap. `@pytest.mark.sabotage(...)` breaks it on purpose."""
     marker = request.node.get_closest_marker("sabotage")
     sabotage = frozenset(marker.args if marker else ())
-    rt = await Runtime.connect(
-        await tap.endpoint("runtime"), settings=Settings(backend=backend), sabotage=sabotage
-    )
+    rt = await Runtime.connect(await tap.endpoint("runtime"), settings=Settings(backend=backend), sabotage=sabotage)
     yield rt
     await rt.close()
 
@@ -199,3 +201,14 @@ async def other_window(hands: CDPClient) -> AsyncIterator[Workspace]:
     ws = Workspace(hands, "second", area=Bounds(2000, 0, 1200, 900))
     yield ws
     await ws.close_all()
+
+
+@pytest.fixture
+async def layout(desk: Desk, other_window: Workspace) -> Desk:
+    """The isolation layout: A left of the chat, B right of it, D in a second workspace window; only A authorized."""
+    await desk.open("A", "/dom_form/", desk.workspace.column(0, 3))
+    await desk.open("chat", "/chat/", desk.workspace.column(1, 3), chat=True)
+    await desk.open("B", "/dom_form/", desk.workspace.column(2, 3))
+    await desk.open("D", "/dom_form/", other_window.column(0, 1), workspace=other_window)
+    desk.authorize("A")
+    return desk

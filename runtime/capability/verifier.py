@@ -21,6 +21,9 @@ from runtime.registry.registry import PageRegistry, UnknownPage
 TOKEN_KEY = "page_context_token"
 CALL_KEY = "tool_call_id"
 
+UNIDENTIFIED = object()
+"""The connection argument for a stateful call whose MCP connection the runtime could not identify: refused."""
+
 
 class StaleContext(Exception):
     """A genuine token whose Page Context is no longer current."""
@@ -61,6 +64,9 @@ class CapabilityVerifier:
       without closing is released then (a weak reference), before its id could be reused. Its nonce is retired
       for one token lifetime after that: every token minted while the connection was open has expired by then,
       so none of them can bind the nonce to a new connection (first use binds, see `_bind`).
+    - A token refused because its connection binding does not hold is void from then on, on every connection
+      (kept like a spent id, until it expires): it has been in someone else's hands, and the legitimate client
+      must not race whoever holds it. The host mints a fresh token for the next call anyway.
     Sizes therefore track the calls of the last token lifetime and the open connections, not the runtime's age.
     """
 
@@ -69,34 +75,46 @@ class CapabilityVerifier:
         self._registry = registry
         self._spent = ExpiringSet()  # token ids, until their token expires
         self._retired = ExpiringSet()  # nonces of closed connections, until their last token expires
+        self._void = ExpiringSet()  # token ids presented on a connection they were not bound to, until they expire
         self._nonce_of: dict[int, str] = {}  # id(open connection) -> the nonce it presented first
         self._bound: dict[str, int] = {}  # nonce -> id(the open connection that presented it first)
 
     def verify(self, meta: Mapping[str, Any] | None, connection: object) -> PageContext:
         """Spend the token and return its Page Context. Raises CapabilityError or StaleContext.
 
-        `connection` identifies the MCP connection (any weak-referenceable object; None for a stateless client).
+        `connection` identifies the MCP connection (any weak-referenceable object; None for a stateless client,
+        `UNIDENTIFIED` when the transport's connection could not be found).
         """
         meta = meta or {}
         claims = open_token(meta.get(TOKEN_KEY), self._store.secret)
         if connection is None:
             raise CapabilityError(
-                "tokens are bound to an MCP connection; connect statefully (initialize handshake) to use computer_use"
+                "this client is stateless (no initialize handshake), so there is no MCP connection to bind the "
+                "token to; connect statefully to use computer_use"
+            )
+        if connection is UNIDENTIFIED:
+            raise CapabilityError(
+                "the runtime cannot tell which MCP connection this call came on, so it cannot check the token's "
+                "binding; refused rather than guessed"
             )
         now = self._store.clock()
         self._spent.prune(now)
         self._retired.prune(now)
+        self._void.prune(now)
         if self.expired(claims, now):
             raise CapabilityError(
                 "this page_context_token has expired: tokens live "
                 f"{self._store.token_lifetime:g} s, and the host mints a fresh one for every call"
             )
+        if claims.token_id in self._void:
+            raise CapabilityError(
+                "this page_context_token was presented on another MCP connection first and is void: it has leaked; "
+                "the host mints a fresh one for every call"
+            )
         if claims.token_id in self._spent:
             raise CapabilityError("this page_context_token was already used: tokens are one-time")
-        self._spent.add(claims.token_id, claims.expires_at)
-        self._bind(claims.connection, connection)
-        if meta.get(CALL_KEY) != claims.tool_call:
-            raise CapabilityError("this page_context_token was minted for another tool call")
+        self._spend(claims, connection)
+        self._check_call(meta, claims)
         if self._store.turns.get(claims.host) != claims.turn:
             raise StaleContext("the turn this token belongs to has ended")
         context = self._store.contexts.get(claims.host)
@@ -115,6 +133,20 @@ class CapabilityVerifier:
 
     def expired(self, claims: Claims, now: float) -> bool:
         return now >= claims.expires_at
+
+    def _spend(self, claims: Claims, connection: object) -> None:
+        """Spend the token, then check its binding; a token refused for its binding is void everywhere after."""
+        self._spent.add(claims.token_id, claims.expires_at)
+        try:
+            self._bind(claims.connection, connection)
+        except CapabilityError:
+            self._void.add(claims.token_id, claims.expires_at)
+            raise
+
+    def _check_call(self, meta: Mapping[str, Any], claims: Claims) -> None:
+        """The token is for one tool call: presented with another call's id (a token moved between calls), no."""
+        if meta.get(CALL_KEY) != claims.tool_call:
+            raise CapabilityError("this page_context_token was minted for another tool call")
 
     def _bind(self, nonce: str, connection: object) -> None:
         """A nonce belongs to the first open connection that presents it, and a connection to its first nonce."""

@@ -14,6 +14,8 @@ import json
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
@@ -22,6 +24,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, ValidationError
 
 from runtime.arguments import Command, ComputerUseArgs, Detail, Id
+from runtime.capability.verifier import UNIDENTIFIED
 from runtime.mcp.schema import compact
 from runtime.models import Action, Assertion, ComputerUseResult
 from runtime.models.action import MAX_SHORT
@@ -108,6 +111,25 @@ def _explain(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
+CONNECTION_ATTRIBUTE = "_connection"
+"""Where the SDK's per-request `ServerSession` keeps the client's `Connection` (private in mcp 2.3)."""
+
+
+def connection_of(request: ServerRequestContext[Any, Any]) -> object | None:
+    """The MCP connection a call came on, which its token is bound to: None for a stateless client.
+
+    The SDK (mcp 2.3) keeps one `Connection` per stateful client (initialize handshake) — per stdio stream, per
+    streamable-HTTP session, per in-process client — and hands tool handlers only a per-request `ServerSession`, which
+    holds it in a private attribute: there is no public accessor. So the attribute is read and checked: anything but
+    a `Connection` there (an SDK that moved or renamed it) is `UNIDENTIFIED`, which the verifier refuses. The
+    stateless 2026-07-28 protocol has no connection at all, so nothing can be bound there.
+    """
+    if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return None
+    connection = getattr(request.session, CONNECTION_ATTRIBUTE, None)
+    return connection if isinstance(connection, Connection) else UNIDENTIFIED
+
+
 def build_server(service: ComputerUseService) -> ComputerUseServer:
     server = ComputerUseServer(name="computer-use", instructions=INSTRUCTIONS)
 
@@ -151,12 +173,7 @@ def build_server(service: ComputerUseService) -> ComputerUseServer:
         except ValidationError as exc:
             return _invalid(_explain(exc))  # type: ignore[return-value]
         request = ctx.request_context
-        # A token is bound to its MCP connection. On a stateful connection (initialize handshake) the SDK keeps
-        # one Connection per client behind the per-request ServerSession (privately); the stateless 2026-07-28
-        # protocol has no connection at all, so nothing can be bound there.
-        stateful = request.protocol_version not in MODERN_PROTOCOL_VERSIONS
-        connection = getattr(request.session, "_connection", None) if stateful else None
-        outcome = await service.handle(args, request.meta, connection)
+        outcome = await service.handle(args, request.meta, connection_of(request))
         return _to_call_result(outcome)  # type: ignore[return-value]
 
     if "expose_upstream_tools" in service.sabotage:

@@ -8,7 +8,8 @@ This module is also the child's plugin (`-p suites.parity.inventory`): after col
 per test item.
 
 Which backends a test exercises:
-- parametrized by `backend` (the release proofs): that one;
+- parametrized by `backend` (the release proofs): that one — unless marked `before_any_backend` (its check stops
+  before any backend call and asserts 0 CDP commands, so the backend is beside the point): every backend;
 - `@pytest.mark.req(..., backend="name")` (possibly module-wide: `pytestmark = pytest.mark.req(backend=...)`):
   that one (backend adapter and gateway tests that drive one upstream directly);
 - otherwise, every backend: the test does not depend on one (the lab, pure rules, protocol without a Page), or it
@@ -90,7 +91,11 @@ def record(item: pytest.Item) -> dict[str, Any]:
     return {
         "nodeid": item.nodeid,
         "ids": sorted({str(i) for mark in marks for i in mark.args}),
-        "backend_param": callspec.params.get("backend") if callspec is not None else None,
+        "backend_param": (
+            callspec.params.get("backend")
+            if callspec is not None and item.get_closest_marker("before_any_backend") is None
+            else None
+        ),
         "backend_kwargs": sorted({mark.kwargs["backend"] for mark in marks if "backend" in mark.kwargs}),
         "xfail": _xfail(item),
         "negative_control": item.get_closest_marker("negative_control") is not None,
