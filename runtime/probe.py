@@ -279,7 +279,25 @@ class PageProbe:
         return Structure(top["url"], top["title"], any(raw["password"] for _, raw in reads), captcha, payment, foreign)
 
     async def text(self, limit: int = 200_000) -> str:
-        return await self.evaluate(f"(document.body ? document.body.innerText : '').slice(0, {int(limit)})") or ""
+        """The Page's rendered text across its frames, the top document first, at most `limit` characters in all:
+        what the user reads on the Page includes what its iframes show (text in a frame is the Page's text)."""
+        frames = await self.frames()
+        if not frames or not frames[0].top:
+            raise CDPError("probe could not read the top document")
+        parts: list[str] = []
+        left = int(limit)
+        for frame in frames:
+            if left <= 0:
+                break
+            try:
+                part = await self.evaluate_in(frame, f"(document.body ? document.body.innerText : '').slice(0, {left})")
+            except CDPError:
+                if frame.top:
+                    raise
+                continue  # a child frame that navigated away between the two calls
+            parts.append(part or "")
+            left -= len(part or "")
+        return "\n".join(parts)
 
     async def ax_nodes(self, role: str, name: str | None) -> list[dict[str, Any]]:
         """Accessibility nodes matching role (and exact accessible name), from the browser's own AX tree."""

@@ -8,7 +8,9 @@ the focus calls, and the Pages a popup added to the registry (and whether they s
 
 Why signatures and not the answers: refs (`e12` vs `1_24`), messages and observation text legitimately differ by
 backend; the lifecycle, permissions, reason codes, verification and real side effects must not. A step names the
-requirements it exercises, so the ledger's declared divergences (and only those) excuse a difference.
+requirements it exercises, so the ledger's declared divergences (and only those) excuse a difference between
+backends. Each task's expected signature is declared as data in `suites/parity/expected.py`, and every backend is
+held to it (a divergent backend to the outcome declared for it there).
 """
 
 from __future__ import annotations
