@@ -1,5 +1,4 @@
-"""The Page Registry and the Page Context: relations from real geometry, revisions, access, replacement, popups.
-"""
+"""The Page Registry and the Page Context: relations from real geometry, revisions, access, replacement, popups."""
 
 from __future__ import annotations
 
@@ -24,44 +23,6 @@ async def three_across(desk: Desk) -> Desk:
     await desk.open("B", "/catalogue/", desk.workspace.column(2, 3))
     desk.authorize("A", "B")
     return desk
-
-
-@pytest.mark.req("awareness:swap-left-right")
-async def test_swapping_panes_updates_relations_and_previews_in_the_next_request(desk: Desk, agent: Agent) -> None:
-    await three_across(desk)
-    a, b = desk.handle("A"), desk.handle("B")
-    before = await agent.call(command="list_pages")
-    assert {p.handle: p.relation for p in before.pages or []} == {a: "left", b: "right"}
-    assert "Shipping details" in next(p.preview for p in before.pages or [] if p.handle == a)
-
-    await desk.workspace.swap(desk.labs["A"], desk.labs["B"])
-
-    assert await relations(agent) == {a: "right", b: "left"}
-    seen = await agent.observe(page="left")
-    assert seen.page is not None
-    assert seen.page.handle == b  # "left" now means B, and the observation is of B
-
-
-@pytest.mark.negative_control
-@pytest.mark.req("awareness:swap-left-right")
-async def test_the_swap_check_catches_a_registry_whose_relations_are_hard_coded(
-    desk: Desk, agent: Agent, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    await three_across(desk)
-    a, b = desk.handle("A"), desk.handle("B")
-    frozen = {a: "left", b: "right"}
-    # The spec's anti-pattern: a relation written down once instead of computed from the window bounds.
-    monkeypatch.setattr(desk.runtime.registry, "info", _frozen_info(desk.runtime.registry.info, frozen))
-    await desk.workspace.swap(desk.labs["A"], desk.labs["B"])
-    with pytest.raises(AssertionError):
-        assert await relations(agent) == {a: "right", b: "left"}
-
-
-def _frozen_info(info, frozen: dict[str, str]):
-    def hard_coded(page):
-        return info(page).model_copy(update={"relation": frozen[page.registry_page_id]})
-
-    return hard_coded
 
 
 @pytest.mark.req("awareness:split-top-bottom")
@@ -115,21 +76,6 @@ async def test_disabling_access_stops_the_next_call_and_stales_the_old_context(d
     disabled = await agent.verify(seen, type="title_matches", pattern=".")
     assert disabled.reason_code == "page_access_disabled", disabled
     assert desk.handle("A") not in await relations(agent)
-
-
-@pytest.mark.req("lifecycle:target-replaced")
-async def test_replacing_the_target_behind_a_tab_loses_the_session_bound_to_the_old_one(
-    desk: Desk, agent: Agent
-) -> None:
-    await three_across(desk)
-    seen = await agent.observe(page="left")
-    lab_page = await desk.workspace.replace_target(desk.labs["A"])
-    desk.runtime.registry.replace_target(desk.handle("A"), lab_page.target_id, lab_page.window_id)
-    result = await agent.verify(seen, type="title_matches", pattern=".")
-    assert result.reason_code in ("target_lost", "page_context_stale"), result
-    assert result.status == "failed"
-    fresh = await agent.observe(page="left")  # a new session binds the new target
-    assert fresh.computer_session_id != seen.computer_session_id
 
 
 @pytest.mark.req("lifecycle:popup-is-a-new-page", "reason:invalid_capability")
