@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 from dataclasses import asdict, dataclass
+from urllib.parse import parse_qsl
+
+NONCE_FIELD = "page_nonce"
+"""The form field naming the Page a write came from (the fixture pages that write fill it, one nonce per load)."""
 
 
 @dataclass(frozen=True)
@@ -24,10 +29,25 @@ class LedgerRow:
     body_sha256: str
     body_size: int
     referer: str = ""
-    """The page that sent it (its `Referer`): which Page a write came from, when several show the same scenario."""
+    """The page that sent it (its `Referer`): which URL a write came from."""
+    page_nonce: str = ""
+    """The `page_nonce` field of the body: which Page (which load of it) a write came from, even when several
+    Pages show the same URL. Empty when the body carries none."""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+def page_nonce_of(body: bytes) -> str:
+    """The `page_nonce` field of a urlencoded form or a JSON object body; "" when there is none."""
+    text = body.decode("utf-8", "replace")
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return ""
+        return str(data.get(NONCE_FIELD, "")) if isinstance(data, dict) else ""
+    return dict(parse_qsl(text, keep_blank_values=True)).get(NONCE_FIELD, "")
 
 
 class WriteLedger:
@@ -63,6 +83,7 @@ class WriteLedger:
             body_sha256=hashlib.sha256(body).hexdigest(),
             body_size=len(body),
             referer=referer,
+            page_nonce=page_nonce_of(body),
         )
 
     def record_write(

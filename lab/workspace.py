@@ -48,6 +48,25 @@ class WindowState:
     bounds: Bounds
     state: str  # "normal" | "minimized" | "maximized" | "fullscreen"
 
+    def covers(self, other: Bounds) -> bool:
+        """Whether this window, shown (not minimized), spans every pixel of `other`."""
+        b = self.bounds
+        return (
+            self.state != "minimized"
+            and b.left <= other.left
+            and b.top <= other.top
+            and b.left + b.width >= other.left + other.width
+            and b.top + b.height >= other.top + other.height
+        )
+
+
+@dataclass(frozen=True)
+class PageState:
+    """What the page's own document says about itself: `document.visibilityState` and `document.hasFocus()`."""
+
+    visibility: str  # "visible" | "hidden"
+    focused: bool
+
 
 class Workspace:
     """Windows laid out inside a rectangle of the (virtual) screen. `origin` separates two workspace windows."""
@@ -114,6 +133,20 @@ class Workspace:
             raise RuntimeError(f"{expression!r} threw: {result['exceptionDetails'].get('text')}")
         return result["result"].get("value")
 
+    async def page_state(self, page: LabPage) -> PageState:
+        """The page's visibility and focus as its document reports them now.
+
+        One `Runtime.evaluate` on the shell's own session: reading never activates, raises or focuses the window
+        (no `Page.bringToFront`, no focus emulation), so it cannot make the state it reads.
+        """
+        visibility, focused = await self.evaluate(page, "[document.visibilityState, document.hasFocus()]")
+        return PageState(visibility, focused)
+
+    async def focus(self, page: LabPage) -> None:
+        """Activate the page's window, as a user clicking into it would (the window manager's move, not the SUT's)."""
+        await self.evaluate(page, "0")  # attach the shell's session first
+        await self.cdp.send("Page.bringToFront", session_id=self._sessions[page.target_id])
+
     # -- geometry ----------------------------------------------------------------------------------------------
 
     async def window(self, page: LabPage) -> WindowState:
@@ -124,6 +157,13 @@ class Workspace:
 
     async def bounds(self, page: LabPage) -> Bounds:
         return (await self.window(page)).bounds
+
+    async def covered_by(self, page: LabPage) -> list[LabPage]:
+        """The windows opened after `page` (so stacked above it) that span all of it, as Chromium reports them now."""
+        names = list(self.pages)
+        later = names[names.index(page.name) + 1 :] if page.name in names else []
+        target = await self.bounds(page)
+        return [self.pages[n] for n in later if (await self.window(self.pages[n])).covers(target)]
 
     async def place(self, page: LabPage, bounds: Bounds) -> Bounds:
         """Move and resize the page's window; returns the bounds read back from Chromium."""

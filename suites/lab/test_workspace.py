@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient
-from lab.workspace import Bounds, LabPage, Workspace
+from lab.workspace import Bounds, LabPage, PageState, Workspace
 
 pytestmark = pytest.mark.req("lab:workspace")
 
@@ -131,3 +133,41 @@ async def test_the_swap_check_catches_a_window_manager_that_moves_only_one_windo
             await assert_swapped(broken, left, right, before_left, before_right)
     finally:
         await broken.close_all()
+
+
+async def test_the_page_state_reader_sees_minimized_and_focused_pages_and_never_focuses_by_reading(
+    workspace: Workspace, fixture_server: FixtureServer
+) -> None:
+    page = await workspace.open("page", fixture_server.url("/dom_form/"), workspace.column(0, 2))
+    for _ in range(3):  # reading again and again must not make the state it reads
+        assert await workspace.page_state(page) == PageState("visible", False)
+
+    await workspace.minimize(page)
+    assert await workspace.page_state(page) == PageState("hidden", False)
+    await workspace.restore(page)
+    await workspace.focus(page)
+    assert await workspace.page_state(page) == PageState("visible", True)
+
+
+async def test_a_window_opened_over_the_page_covers_it_and_one_beside_it_does_not(
+    workspace: Workspace, fixture_server: FixtureServer
+) -> None:
+    page = await workspace.open("page", fixture_server.url("/dom_form/"), workspace.column(0, 2))
+    await workspace.open("beside", fixture_server.url("/chat/"), workspace.column(1, 2))
+    assert await workspace.covered_by(page) == []
+    cover = await workspace.occlude(page)
+    assert await workspace.covered_by(page) == [cover]
+    assert await workspace.covered_by(cover) == []  # the page, opened earlier, lies under it
+
+
+@pytest.mark.negative_control
+async def test_the_cover_check_catches_a_window_that_covers_only_part_of_the_page(
+    workspace: Workspace, fixture_server: FixtureServer
+) -> None:
+    page = await workspace.open("page", fixture_server.url("/dom_form/"), workspace.column(0, 2))
+    where = await workspace.bounds(page)
+    await workspace.open("part", fixture_server.url("/chat/"), replace(where, width=where.width - 1))
+    assert await workspace.covered_by(page) == []
+    minimized = await workspace.occlude(page)
+    await workspace.minimize(minimized)
+    assert await workspace.covered_by(page) == []  # a minimized window covers nothing
