@@ -108,6 +108,9 @@ class ComputerSession:
     closing: bool = False
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once its backend, gateway, probe and work dir are gone."""
+    screenshots: int = 0
+    """Screenshots this session has asked its backend for: every result about the session reports it, so the
+    number of screenshots is the runtime's own property, which the lab compares with what reached the browser."""
     _frames: itertools.count = field(default_factory=lambda: itertools.count(1))
     _prefix: str = ""
     """The latest frame's ref prefix: the next frame draws another, so no ref of one frame resolves in the next."""
@@ -118,6 +121,12 @@ class ComputerSession:
         shown = view(snapshot, self._prefix)
         self.latest = Frame(frame_id, shown, detail, snapshot, point_request is not None, point_request)
         return self.latest
+
+    async def screenshot(self) -> bytes:
+        """The backend's one viewport PNG. The only way the runtime takes a screenshot, so `screenshots` counts all."""
+        # Counted when asked, not when answered: a call that times out may still have reached the browser.
+        self.screenshots += 1
+        return await self.backend.screenshot()
 
     def invalidate(self, code: ReasonCode, message: str) -> None:
         if self.invalid is None:

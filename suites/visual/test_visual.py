@@ -1,5 +1,9 @@
 """Visual limits: ordinary DOM flows take 0 screenshots; a canvas observation takes at most 1, and its point is
 good for the next request only.
+
+The number of screenshots is the runtime's own property too: every observe, act and verify result reports the
+session's running count (`screenshots`), and the proofs check it against the `Page.captureScreenshot` commands the
+tap saw reach the session's Page. A screenshot the runtime took without counting it breaks the equality.
 """
 
 from __future__ import annotations
@@ -11,6 +15,10 @@ import pytest
 from fixtures_sites.scenarios import canvas
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
+from runtime.backend import Backend, BackendConfig, Snapshot
+from runtime.models import ComputerUseResult
+from runtime.service import BackendFactory
+from runtime.session import ComputerSession
 from suites.conftest import Agent, Desk, ref_of
 
 
@@ -23,7 +31,33 @@ def assert_no_screenshots(tap: CDPTap) -> None:
     assert taken == 0, f"{taken} screenshots in a DOM flow"
 
 
-async def dom_flow(agent: Agent) -> None:
+def assert_runtime_counts_every_screenshot(result: ComputerUseResult, tap: CDPTap, target: str) -> None:
+    """The session's count in the runtime's result equals the captures that reached its Page (the tap's count)."""
+    taken = tap.count(target=target, method="Page.captureScreenshot")
+    assert result.screenshots == taken, (
+        f"the runtime reports {result.screenshots} screenshots; its Page received {taken} Page.captureScreenshot"
+    )
+
+
+def screenshot_on_every_snapshot(factory: BackendFactory) -> BackendFactory:
+    """A broken backend for the count's negative control: its snapshot also takes the upstream screenshot, past
+    the runtime's count (the way an upstream that screenshots on its own would)."""
+
+    def make(config: BackendConfig) -> Backend:
+        backend = factory(config)
+        snapshot = backend.snapshot
+
+        async def snapshot_and_screenshot() -> Snapshot:
+            await backend.screenshot()
+            return await snapshot()
+
+        backend.snapshot = snapshot_and_screenshot  # type: ignore[method-assign]
+        return backend
+
+    return make
+
+
+async def dom_flow(agent: Agent) -> ComputerUseResult:
     seen = await agent.observe(page="left")
     seen = await agent.act(seen, type="type", ref=ref_of(seen.observation, '"Full name"'), text="Grace Hopper")
     seen = await agent.act(seen, type="select", ref=ref_of(seen.observation, "combobox", '"Country"'), values=["Japan"])
@@ -33,23 +67,39 @@ async def dom_flow(agent: Agent) -> None:
         seen, type="element_state", role="checkbox", name="This is a gift", state="checked", expected=True
     )
     assert checked.verified is True, checked
+    return checked
 
 
-@pytest.mark.req("visual:dom-zero-screenshots", "action:type", "action:select", "action:click", "verify:element-state")
-async def test_a_dom_form_flow_takes_no_screenshot(single, agent: Agent, tap: CDPTap) -> None:
-    await single("/dom_form/")
-    await dom_flow(agent)
+@pytest.mark.req(
+    "visual:dom-zero-screenshots",
+    "visual:runtime-screenshot-count",
+    "action:type",
+    "action:select",
+    "action:click",
+    "verify:element-state",
+)
+async def test_a_dom_form_flow_takes_no_screenshot_and_the_runtime_reports_none(
+    single, agent: Agent, tap: CDPTap
+) -> None:
+    desk: Desk = await single("/dom_form/")
+    last = await dom_flow(agent)
     assert_no_screenshots(tap)
+    assert last.screenshots == 0, last
+    assert_runtime_counts_every_screenshot(last, tap, desk.target("A"))
 
 
-@pytest.mark.req("visual:canvas-one-screenshot", "action:point-click", "writes:at-most-one")
-async def test_a_canvas_observation_takes_one_screenshot_and_its_point_lands(
+@pytest.mark.req(
+    "visual:canvas-one-screenshot", "visual:runtime-screenshot-count", "action:point-click", "writes:at-most-one"
+)
+async def test_a_canvas_observation_takes_one_screenshot_the_runtime_counts_and_its_point_lands(
     single, agent: Agent, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
     desk: Desk = await single("/canvas/?seat=17")
     seen = await agent.observe(page="left", detail="visual")
     assert seen.screenshot_attached
     assert screenshots(tap) == 1
+    assert seen.screenshots == 1, seen
+    assert_runtime_counts_every_screenshot(seen, tap, desk.target("A"))
     box = await desk.workspace.evaluate(
         desk.labs["A"], "JSON.stringify(document.querySelector('canvas').getBoundingClientRect())"
     )
@@ -61,6 +111,8 @@ async def test_a_canvas_observation_takes_one_screenshot_and_its_point_lands(
     assert json.loads((await picked).body)["x"] == pytest.approx(x, abs=2)
     assert len(fixture_server.ledger.writes("/canvas/pick")) == 1
     assert screenshots(tap) == 1  # the act's re-observation is text only
+    assert done.screenshots == 1, done
+    assert_runtime_counts_every_screenshot(done, tap, desk.target("A"))
 
 
 @pytest.mark.req("visual:point-next-request-only", "reason:stale_observation")
@@ -82,3 +134,33 @@ async def test_the_zero_screenshot_check_catches_a_runtime_that_screenshots_ever
     await dom_flow(agent)
     with pytest.raises(AssertionError, match="screenshots in a DOM flow"):
         assert_no_screenshots(tap)
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("visual:runtime-screenshot-count")
+async def test_the_screenshot_count_check_catches_a_screenshot_the_runtime_did_not_count(
+    single, agent: Agent, tap: CDPTap, backend: str
+) -> None:
+    desk: Desk = await single("/dom_form/")
+    backends = desk.runtime.service.sessions.backends
+    backends[backend] = screenshot_on_every_snapshot(backends[backend])
+    seen = await agent.observe(page="left")
+    assert seen.screenshots == 0, seen  # the runtime asked for none
+    with pytest.raises(AssertionError, match="the runtime reports 0 screenshots; its Page received 1 "):
+        assert_runtime_counts_every_screenshot(seen, tap, desk.target("A"))
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("visual:runtime-screenshot-count")
+async def test_the_screenshot_count_check_catches_a_runtime_that_forgets_to_count_a_visual_observation(
+    single, agent: Agent, tap: CDPTap, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def screenshot_uncounted(session: ComputerSession) -> bytes:
+        return await session.backend.screenshot()
+
+    monkeypatch.setattr(ComputerSession, "screenshot", screenshot_uncounted)
+    desk: Desk = await single("/canvas/")
+    seen = await agent.observe(page="left", detail="visual")
+    assert seen.screenshot_attached, seen
+    with pytest.raises(AssertionError, match="the runtime reports 0 screenshots; its Page received 1 "):
+        assert_runtime_counts_every_screenshot(seen, tap, desk.target("A"))
