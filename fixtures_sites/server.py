@@ -50,11 +50,13 @@ class SeenRequest:
 
 
 class RequestWaiter:
-    """A registered wait for the next request to a path; await it (bounded) after triggering the request."""
+    """A registered wait for the next request to a path (or the `count`-th from now); await it (bounded) after
+    triggering the request."""
 
-    def __init__(self, path: str, timeout: float) -> None:
+    def __init__(self, path: str, timeout: float, count: int = 1) -> None:
         self.path = path
         self.timeout = timeout
+        self.count = self.remaining = count
         self.future: asyncio.Future[SeenRequest] = asyncio.get_running_loop().create_future()
 
     def __await__(self):
@@ -64,7 +66,8 @@ class RequestWaiter:
         try:
             return await asyncio.wait_for(asyncio.shield(self.future), self.timeout)
         except TimeoutError:
-            raise TimeoutError(f"no request to {self.path} within {self.timeout:g}s") from None
+            missing = f" ({self.remaining} of {self.count} still expected)" if self.count > 1 else ""
+            raise TimeoutError(f"no request to {self.path} within {self.timeout:g}s{missing}") from None
 
 
 class Stall:
@@ -168,9 +171,10 @@ class FixtureServer:
         """Override (or add) a route for the current test; `reset()` removes it."""
         self._state.overrides[(method, path)] = Route(method, path, handler, scenario="override", write=write)
 
-    def wait_for_request(self, path: str, timeout: float = DEFAULT_WAIT) -> RequestWaiter:
-        """Register a wait for the next request to `path`. Call before acting; await after."""
-        waiter = RequestWaiter(path, timeout)
+    def wait_for_request(self, path: str, timeout: float = DEFAULT_WAIT, *, count: int = 1) -> RequestWaiter:
+        """Register a wait for the next request to `path` (`count`: the count-th request from now). Call before
+        acting; await after."""
+        waiter = RequestWaiter(path, timeout, count)
         self._state.waiters.setdefault(path, []).append(waiter)
         return waiter
 
@@ -238,9 +242,13 @@ class FixtureServer:
             self.ledger.record_write(route.scenario, request.method, request.path, request.host, body, referer)
         if route is not None and route.attacker:
             self.ledger.record_attacker_hit(route.scenario, request.method, request.path, request.host, body)
-        for waiter in state.waiters.pop(request.path, []):
-            if not waiter.future.done():
+        waiting = state.waiters.pop(request.path, [])
+        for waiter in waiting:
+            waiter.remaining -= 1
+            if waiter.remaining <= 0 and not waiter.future.done():
                 waiter.future.set_result(seen)
+        if still := [waiter for waiter in waiting if not waiter.future.done()]:
+            state.waiters[request.path] = still
         if route is None:
             return web.Response(status=404, text=f"no fixture route for {request.method} {request.path}")
         stall = state.stalls.get(request.path)

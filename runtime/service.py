@@ -131,6 +131,7 @@ class ComputerUseService:
                 outcome = await self._verify(session, args.assertion)  # type: ignore[arg-type]
             if outcome.result.computer_session_id == session.id:
                 outcome.result.backend = session.backend_name
+                outcome.result.screenshots = session.screenshots
             return outcome
         except Refusal as refusal:
             return Outcome(ComputerUseResult.fail(refusal.code, str(refusal)))
@@ -183,7 +184,7 @@ class ComputerUseService:
             snapshot = await self._until_stopped(session, self._snapshot(session), timeout)
             image = None
             if detail == "visual" or "screenshot_always" in self.sabotage:
-                image = await self._until_stopped(session, session.backend.screenshot(), timeout)
+                image = await self._until_stopped(session, session.screenshot(), timeout)
         except TimeoutError:
             raise Refusal(ReasonCode.timeout, "the Page did not answer the observation in time") from None
         except DialogOpen:
@@ -270,8 +271,6 @@ class ComputerUseService:
         except DialogOpen:
             blocked = True  # the action reached the Page, and the Page now waits for the user
         except TimeoutError:
-            if "trust_backend" in self.sabotage:
-                return Outcome(ComputerUseResult(status="ok", message="done"))
             if "switch_backend_on_failure" in self.sabotage:
                 await self._sabotage_retry_on_another_backend(session, action, element)
             raise Refusal(
@@ -407,8 +406,6 @@ class ComputerUseService:
         except TargetGone:
             self.sessions.invalidate(session, ReasonCode.target_lost, GONE)
             raise Refusal(ReasonCode.target_lost, GONE) from None
-        if "trust_backend" in self.sabotage:
-            failed = []
         if failed:
             return Outcome(
                 ComputerUseResult.fail(

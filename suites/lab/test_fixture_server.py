@@ -102,6 +102,22 @@ async def test_a_wait_registered_before_acting_is_bounded_when_nothing_comes(fix
         await waiter
 
 
+async def test_a_wait_for_the_second_request_resolves_on_the_second_and_not_the_first(
+    workspace: Workspace, fixture_server: FixtureServer, form: LabPage
+) -> None:
+    post = "fetch('/dom_form/submit', {method: 'POST'}).then(r => r.status)"
+    first = fixture_server.wait_for_request("/dom_form/submit")
+    second = fixture_server.wait_for_request("/dom_form/submit", count=2, timeout=0.05)
+    await workspace.evaluate(form, post, await_promise=True)
+    await first
+    with pytest.raises(TimeoutError, match=r"within 0.05s \(1 of 2 still expected\)"):
+        await second  # one request came: the wait for the second still bounds out
+    second = fixture_server.wait_for_request("/dom_form/submit", count=2)
+    for _ in range(2):
+        await workspace.evaluate(form, post, await_promise=True)
+    assert (await second).path == "/dom_form/submit"
+
+
 async def test_reset_rejects_pending_waiters_and_answers_held_requests(
     workspace: Workspace, fixture_server: FixtureServer, form: LabPage
 ) -> None:
@@ -127,3 +143,57 @@ async def test_the_exactly_once_check_catches_a_page_that_submits_twice(
     await workspace.evaluate(form, double + ".then(rs => rs.length)", await_promise=True)
     with pytest.raises(AssertionError, match="2 writes"):
         exactly_one_write(fixture_server, SUBMIT)
+
+
+NONCE = "document.querySelector('#shipping [name=page_nonce]').value"
+
+
+def one_write_from(server: FixtureServer, nonce: str) -> None:
+    nonces = [row.page_nonce for row in server.ledger.writes(SUBMIT)]
+    assert nonces == [nonce], f"writes to {SUBMIT} came from {nonces}, not from {nonce}"
+
+
+async def submit_from(workspace: Workspace, page: LabPage) -> str:
+    """Submit the page's form the way a user would (a navigation) and return the nonce the page carried."""
+    nonce = await workspace.evaluate(page, NONCE)
+    await workspace.evaluate(
+        page,
+        "document.querySelector('#full_name').value = 'Ada';"
+        "setTimeout(() => document.querySelector('#shipping').requestSubmit(), 0)",
+    )
+    return nonce
+
+
+@pytest.mark.req("lab:ledger", "writes:page-attributed")
+async def test_each_ledger_row_names_the_page_that_wrote_it_by_its_nonce(
+    workspace: Workspace, fixture_server: FixtureServer, form: LabPage
+) -> None:
+    named = await workspace.open("named", fixture_server.url("/dom_form/?page_nonce=named-1"), workspace.column(1, 2))
+    first = fixture_server.wait_for_request(SUBMIT)
+    nonce = await submit_from(workspace, form)
+    await first
+    one_write_from(fixture_server, nonce)
+    second = fixture_server.wait_for_request(SUBMIT)
+    assert await submit_from(workspace, named) == "named-1"
+    await second
+
+    assert len(nonce) == 16  # a fresh nonce per load when the URL names none
+    assert [row.page_nonce for row in fixture_server.ledger.writes(SUBMIT)] == [nonce, "named-1"]
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("lab:ledger", "writes:page-attributed")
+@pytest.mark.parametrize("writer", ["another page", "a body without the field"])
+async def test_the_nonce_check_catches_a_write_from_another_page_or_without_the_field(
+    workspace: Workspace, fixture_server: FixtureServer, form: LabPage, writer: str
+) -> None:
+    mine = await workspace.evaluate(form, NONCE)
+    if writer == "another page":
+        other = await workspace.open("other", fixture_server.url("/dom_form/"), workspace.column(1, 2))
+        submitted = fixture_server.wait_for_request(SUBMIT)
+        await submit_from(workspace, other)
+        await submitted
+    else:
+        await workspace.evaluate(form, "fetch('/dom_form/submit', {method: 'POST', body: 'x=1'}).then(r => r.ok)", True)
+    with pytest.raises(AssertionError, match="came from"):
+        one_write_from(fixture_server, mine)

@@ -15,8 +15,9 @@ Both run in this process so that the test can mint tokens with the runtime's hos
 Honoured means: the server records the call as `cancelled` in its journal (the protocol answers nothing to a
 cancelled request, so that record is where the outcome shows); the Page's write lease is released (another session
 writes to the Page at once instead of waiting for the lease); the frame the act carried is spent; and the one write
-that had reached the server stays the only one. The negative control runs the same check against a service that
-shields its calls from cancellation, and must catch it.
+that had reached the server stays the only one. The negative controls run the same check against a service that
+shields its calls from cancellation, and against one that answers and records a cancelled call as done
+(`suites/honesty/variants.py`); it must catch both.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from runtime.mcp.http import http_app
 from runtime.models import ComputerUseResult
 from runtime.service import CallRecord, ComputerUseService
 from suites.conftest import Agent, Desk, client_in_task, ref_of
+from suites.honesty.variants import CancelReportedAsDone
 from suites.reliability.conftest import ACT_LIMIT, CALL_LIMIT, Variant, assert_outcome, within
 
 LEASE_TIMEOUT = 3.0
@@ -233,7 +235,9 @@ async def assert_cancellation_honoured(desk: Desk, agent: Agent, server: Fixture
         raise AssertionError("the Page's write lease was not released: the cancelled act still holds it") from None
     lease.release()
     records = records_of(desk.runtime.service, "act", act.seen.computer_session_id)
-    assert [r.code for r in records] == ["cancelled"], f"the server's record of the cancelled act: {records}"
+    codes = [r.code for r in records]
+    assert "ok" not in codes, f"the server reported success for the cancelled act: {records}"
+    assert codes == ["cancelled"], f"the server's record of the cancelled act: {records}"
     submit = ref_of(act.seen.observation, '"Submit expense"')
     assert_outcome(await within(agent.act(act.seen, type="click", ref=submit), CALL_LIMIT), "stale_observation")
 
@@ -284,3 +288,17 @@ async def test_the_cancellation_check_catches_a_server_that_does_not_honour_a_ca
     with pytest.raises(AssertionError, match="lease was not released"):
         await assert_cancellation_honoured(desk, connected.agent, fixture_server, act)
     assert records_of(desk.runtime.service, "act", act.seen.computer_session_id) == []  # nothing says `cancelled`
+
+
+@pytest.mark.negative_control
+@pytest.mark.parametrize(
+    "runtime_variant", [Variant("reports a cancelled call as done", service=CancelReportedAsDone)], ids=str
+)
+@pytest.mark.req("honesty:cancel-during-act")
+async def test_the_cancellation_check_catches_a_server_that_reports_a_cancelled_act_as_done(
+    desk: Desk, connected: Connected, fixture_server: FixtureServer, single: Callable
+) -> None:
+    await single("/stall/")
+    act = await cancel_a_held_submit(connected.agent, fixture_server)
+    with pytest.raises(AssertionError, match="reported success for the cancelled act"):
+        await assert_cancellation_honoured(desk, connected.agent, fixture_server, act)
