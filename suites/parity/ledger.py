@@ -35,6 +35,7 @@ HOST = "issue 10: the host app"
 BOUNDS = "issue 11: every input bounded"
 UNTRUSTED = "issue 11: needs_user follows the write"
 FUZZ = "issue 11: fuzzing"
+SURE = "issue 12: proofs that cannot pass by accident"
 
 PW = "playwright_mcp"
 CDM = "chrome_devtools_mcp"
@@ -119,7 +120,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req("awareness:split-top-bottom", "DESIGN §3.1", "a split puts one Page above the chat and one below"),
     _req("awareness:other-window", "DESIGN §3.1", "a Page in another workspace window is other_window"),
     _req("awareness:ambiguous", "DESIGN §3.1", "a relation word naming two Pages is ambiguous_page"),
-    _req("foreground:occluded", f"{PROOFS}: 非前台执行", "an occluded Page is operated, 0 focus calls"),
+    _req(
+        "foreground:occluded",
+        f"{PROOFS}: 非前台执行",
+        "a covered Page (another window spans it; headless keeps it visible) is operated, 0 focus calls",
+    ),
     _req(
         "foreground:minimized",
         f"{PROOFS}: 非前台执行",
@@ -150,7 +155,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         _req(
             f"parity:{name}",
             f"{PROOFS}: 跨 backend 一致",
-            f"the {name} task has the same outcome signature on every backend",
+            f"the {name} task gives its declared outcome signature on every backend (and the same across them)",
         )
         for name in (
             "dom_form",
@@ -170,6 +175,82 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         f"{PROOFS}: 跨 backend 一致",
         "every test names requirements of this ledger, and every requirement is exercised on every backend or "
         "declares why not",
+    ),
+    # -- proofs that cannot pass by accident (issue 12) ----------------------------------------------------------
+    _req(
+        "isolation:canary-child-bytes",
+        SURE,
+        "the canaries of B, the chat Page and D appear in 0 bytes between a backend child and its gateway",
+    ),
+    _req("isolation:canary-result-bytes", SURE, "the canaries of unauthorized Pages appear in 0 bytes of any result"),
+    _req("isolation:no-unknown-session", SURE, "0 tap records are attributed to a session the tap does not know"),
+    _req(
+        "isolation:discovery-confined",
+        SURE,
+        "discovery reads and events naming other Pages reach only the runtime's registry, never a backend child",
+    ),
+    _req(
+        "capability:real-transports",
+        SURE,
+        "the isolation and token proofs hold over stdio and streamable HTTP as well as in-process",
+    ),
+    _req("capability:call-id-mismatch", SURE, "a token presented with another tool_call_id is invalid_capability"),
+    _req(
+        "capability:foreign-first",
+        SURE,
+        "a token presented first on a foreign connection is refused there and void for its own connection",
+    ),
+    _req(
+        "capability:stateless-refused",
+        SURE,
+        "a stateless-HTTP client gets invalid_capability saying there is no connection to bind the token to",
+    ),
+    _req(
+        "capability:connection-unidentified",
+        SURE,
+        "a call whose MCP connection cannot be identified is refused (fail closed), before any backend call",
+    ),
+    _req(
+        "parity:absolute-expectations",
+        SURE,
+        "each parity task is checked against its declared outcome signature on every backend, not only across them",
+    ),
+    _req(
+        "awareness:focus-keeps-binding",
+        SURE,
+        "focusing another Page keeps the session bound: the next act lands on the same target",
+    ),
+    _req(
+        "awareness:pane-move-keeps-binding",
+        SURE,
+        "moving or resizing the Page's pane keeps the session bound: the next act lands on the same target",
+    ),
+    _req("awareness:hide-invalidates", SURE, "hiding the Page ends its session before the next side effect"),
+    _req(
+        "awareness:transfer-invalidates",
+        SURE,
+        "moving the Page to another window ends its session before the next side effect",
+    ),
+    _req(
+        "foreground:preconditions-checked",
+        SURE,
+        "the Page's visibility and focus, read through the lab's own connection, are what the test's name claims",
+    ),
+    _req("writes:page-attributed", SURE, "every ledger row carries the nonce of the Page whose form wrote it"),
+    _req(
+        "protocol:tool-table-params",
+        SURE,
+        "docs/mcp.md lists each parameter's type and description and each command as the live server has them",
+    ),
+    _req(
+        "protocol:reason-codes-emitted",
+        SURE,
+        "every documented reason code is one the runtime emits, or is marked as not yet emitted",
+    ),
+    _req(
+        "visual:runtime-screenshot-count",
+        SURE,
+        "the runtime counts screenshots per ComputerSession, and its count equals the tap's",
     ),
     # -- capability and protocol ---------------------------------------------------------------------------------
     _req("capability:missing", "DESIGN §3.2", "a call without a token is invalid_capability before any backend call"),
@@ -551,6 +632,99 @@ LEDGER: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}
 assert len(LEDGER) == len(REQUIREMENTS), "duplicate requirement ids"
 
 
+@dataclass(frozen=True)
+class Proof:
+    """A release proof (DESIGN §4): its claim, the instrument its figures come from (never the runtime's own word),
+    the suite that runs it and the requirements it is made of. `suites/parity/test_ledger.py` checks that each
+    proof has a negative control naming one of its requirements: a proof whose check cannot fail is visible."""
+
+    name: str
+    claim: str
+    instrument: str
+    suite: str
+    requirements: tuple[str, ...]
+
+
+RELEASE_PROOFS: tuple[Proof, ...] = (
+    Proof(
+        "tool surface",
+        "one tool, computer_use; no upstream tool; docs/mcp.md true to the live server",
+        "`tools/list` from a real MCP client; the docs tables parsed and compared field by field",
+        "suites/protocol",
+        ("protocol:one-tool", "protocol:tool-table"),
+    ),
+    Proof(
+        "page isolation",
+        "with A authorized, nothing reads or writes B, the chat Page or another window; bad tokens stop first",
+        "CDP tap (runtime side): commands per target; canaries: bytes seen by a second tap between the backend "
+        "child and its gateway, and bytes of every tool result",
+        "suites/isolation",
+        (
+            "isolation:b-untouched",
+            "isolation:chat-untouched",
+            "isolation:other-window-untouched",
+            "capability:missing",
+        ),
+    ),
+    Proof(
+        "backend frozen per session",
+        "a running ComputerSession keeps its backend; the setting affects only the next session",
+        "session records and the tap's connection ids per session",
+        "suites/parity/test_backend_freeze.py",
+        ("freeze:running-session-keeps-backend", "freeze:next-session-uses-new-backend"),
+    ),
+    Proof(
+        "one write per Action",
+        "one Action makes at most one real write; a failure never starts another backend",
+        "fixture write ledger (one row per real write, attributed to the Page that wrote it)",
+        "suites/parity/test_backend_freeze.py, suites/honesty",
+        ("writes:at-most-one", "freeze:failure-never-switches"),
+    ),
+    Proof(
+        "cross-backend parity",
+        "each task has its declared outcome signature on every backend, and the same one across backends",
+        "per-step outcome signatures (results, write ledger, tap) against expectations declared as data",
+        "suites/parity/test_parity_tasks.py",
+        tuple(f"parity:{name}" for name in ("dom_form", "catalogue", "login", "captcha", "sensitive")),
+    ),
+    Proof(
+        "page awareness",
+        "a swap updates relation and preview in the next request; focus and pane moves keep the binding",
+        "the Page Registry against real window bounds read from the browser",
+        "suites/registry",
+        ("awareness:swap-left-right",),
+    ),
+    Proof(
+        "non-foreground execution",
+        "an occluded, minimized or unfocused Page is operated with 0 focus or OS-input calls",
+        "tap focus/input categories; the Page's visibility and focus read through the lab's own connection",
+        "suites/foreground",
+        ("foreground:no-focus-calls",),
+    ),
+    Proof(
+        "visual limits",
+        "a DOM flow takes 0 screenshots; a canvas observation at most 1",
+        "tap `Page.captureScreenshot` counts",
+        "suites/visual",
+        ("visual:dom-zero-screenshots", "visual:canvas-one-screenshot"),
+    ),
+    Proof(
+        "failure honesty",
+        "an empty assertion, a stale frame, a timeout, a cancel or a lost target is never success",
+        "tool results and the write ledger",
+        "suites/honesty, suites/reliability/test_cancellation.py",
+        ("honesty:timeout", "honesty:stale-frame", "honesty:empty-assertion", "honesty:target-lost"),
+    ),
+    Proof(
+        "chat stability",
+        "tool updates do not rebuild the history's message, avatar or markdown DOM",
+        "a MutationObserver in the real console Page",
+        "suites/chat",
+        ("proof:chat-stability",),
+    ),
+)
+
+
 def diverges(requirement: str, backend: str) -> str | None:
     """Why `backend` does not meet `requirement`, or None when it must."""
     return LEDGER[requirement].divergences.get(backend)
@@ -586,6 +760,21 @@ def markdown(backends: Iterable[str] = BACKENDS) -> str:
         + "; ".join(f"{b}: {sum(1 for r in REQUIREMENTS if b in r.divergences)} divergences" for b in backends)
         + ".",
     ]
+    lines += [
+        "",
+        "## Release proofs and their instruments",
+        "",
+        "Each proof's figures come from an instrument that shares no code with the runtime; each has a negative "
+        "control (`pytest -m negative_control`) that runs the same check against a deliberately broken variant.",
+        "",
+        "| proof | claim | instrument | suite | requirements |",
+        "|---|---|---|---|---|",
+    ]
+    for proof in RELEASE_PROOFS:
+        ids = ", ".join(f"`{i}`" for i in proof.requirements)
+        lines.append(
+            "| " + " | ".join(_escape(c) for c in (proof.name, proof.claim, proof.instrument, proof.suite, ids)) + " |"
+        )
     families: dict[str, list[Requirement]] = {}
     for requirement in REQUIREMENTS:
         families.setdefault(requirement.id.split(":", 1)[0], []).append(requirement)

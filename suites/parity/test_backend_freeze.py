@@ -8,10 +8,13 @@ test process: an upstream MCP server of the other kind would be one). The ledger
 
 The negative control runs the failure check against the `switch_backend_on_failure` sabotage — a runtime that, on
 a failed act, starts the backend the setting names now and sends the action again — and must catch it.
+The ledger check (at most one write per click) is shown catching a backend adapter that sends each write action
+twice (`suites/honesty/variants.py`), on a button that writes in place (`/race/`).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -20,12 +23,16 @@ from dataclasses import dataclass
 import allure
 import pytest
 
+from fixtures_sites.ledger import LedgerRow
 from fixtures_sites.server import FixtureServer
 from lab.processes import children_running
 from lab.tap import CDPTap
 from runtime.app import default_backends
-from runtime.models import ComputerUseResult
+from runtime.backend import Backend, BackendConfig, Element, Snapshot
+from runtime.models import Action, ComputerUseResult
+from runtime.service import BackendFactory, Settings
 from suites.conftest import BACKENDS, Agent, Desk, ref_of
+from suites.honesty.variants import writing_twice
 from suites.parity.ledger import diverges
 
 
@@ -91,11 +98,9 @@ def assert_never_switched(tap: CDPTap, before: Mark, other: str, children_before
     assert started <= 0, f"the runtime switched backend after a failure: {started} new {other} child process(es)"
 
 
-@pytest.mark.req("freeze:running-session-keeps-backend", "freeze:next-session-uses-new-backend")
-async def test_changing_the_setting_keeps_the_running_session_on_its_backend_and_moves_only_the_next_session(
-    single, agent: Agent, tap: CDPTap, backend: str
-) -> None:
-    desk: Desk = await single("/dom_form/")
+async def change_the_setting_mid_session(desk: Desk, agent: Agent, tap: CDPTap, backend: str) -> None:
+    """The freeze check: observe on `backend`, change the setting, act on the running session (its backend and
+    its connections only), then a new session (the new backend, on new connections)."""
     other = other_than(backend)
     children_before = children_of_kind(other)
     start = Mark.now(tap)
@@ -136,6 +141,70 @@ async def test_changing_the_setting_keeps_the_running_session_on_its_backend_and
     )
 
 
+@pytest.mark.req("freeze:running-session-keeps-backend", "freeze:next-session-uses-new-backend")
+async def test_changing_the_setting_keeps_the_running_session_on_its_backend_and_moves_only_the_next_session(
+    single, agent: Agent, tap: CDPTap, backend: str
+) -> None:
+    desk: Desk = await single("/dom_form/")
+    await change_the_setting_mid_session(desk, agent, tap, backend)
+
+
+class Unfrozen:
+    """A deliberately broken backend (negative control only): it follows the setting at every call instead of
+    keeping the one its session was created with, starting the setting's backend on the session's gateway."""
+
+    def __init__(self, config: BackendConfig, *, name: str, settings: Settings, kinds: dict[str, BackendFactory]):
+        self.config, self.name, self.settings, self.kinds = config, name, settings, kinds
+        self.current: Backend = kinds[name](config)
+        self.followed: list[str] = []
+
+    async def _follow(self) -> Backend:
+        if self.settings.backend != self.name:
+            old, self.name = self.current, self.settings.backend
+            self.current = self.kinds[self.name](self.config)
+            self.followed.append(self.name)
+            await self.current.start()
+            await old.close()
+        return self.current
+
+    async def start(self) -> None:
+        await self.current.start()
+
+    async def snapshot(self) -> Snapshot:
+        return await (await self._follow()).snapshot()
+
+    async def act(self, action: Action, element: Element | None) -> None:
+        await (await self._follow()).act(action, element)
+
+    async def screenshot(self) -> bytes:
+        return await (await self._follow()).screenshot()
+
+    async def close(self) -> None:
+        await self.current.close()
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("freeze:running-session-keeps-backend")
+async def test_the_freeze_check_catches_a_session_that_follows_the_setting_to_another_backend(
+    single, agent: Agent, tap: CDPTap, backend: str
+) -> None:
+    desk: Desk = await single("/dom_form/")
+    sessions = desk.runtime.service.sessions
+    kinds = dict(sessions.backends)
+    made: list[Unfrozen] = []
+
+    def unfrozen(name: str, config: BackendConfig) -> Unfrozen:
+        made.append(Unfrozen(config, name=name, settings=desk.runtime.service.settings, kinds=kinds))
+        return made[-1]
+
+    sessions.backends = {name: functools.partial(unfrozen, name) for name in kinds}
+    # The switched backend's refs do not name the frame's elements, so the act fails (or, if it lands, it does so
+    # on new connections): either way the check must fail, and the variant must really have switched.
+    with pytest.raises(AssertionError):
+        await change_the_setting_mid_session(desk, agent, tap, backend)
+    assert made[0].followed == [other_than(backend)]
+
+
 async def fail_and_time_out(agent: Agent, desk: Desk, tap: CDPTap, fixture_server: FixtureServer, other: str) -> Mark:
     """Observe on the stall page, switch the setting, then one refused act and one act that times out after its
     write arrived. Returns the mark taken right after the setting changed."""
@@ -159,6 +228,13 @@ async def fail_and_time_out(agent: Agent, desk: Desk, tap: CDPTap, fixture_serve
     return changed
 
 
+def assert_at_most_one_write(server: FixtureServer, path: str) -> list[LedgerRow]:
+    """The ledger check: one click reached the server as at most one write."""
+    writes = server.ledger.writes(path)
+    assert len(writes) <= 1, f"{len(writes)} writes for one click"
+    return writes
+
+
 @pytest.mark.req("freeze:failure-never-switches", "writes:at-most-one")
 async def test_a_failed_or_timed_out_act_never_starts_another_backend_nor_writes_twice(
     single, agent: Agent, tap: CDPTap, fixture_server: FixtureServer, backend: str
@@ -168,8 +244,7 @@ async def test_a_failed_or_timed_out_act_never_starts_another_backend_nor_writes
     children_before = children_of_kind(other)
     changed = await fail_and_time_out(agent, desk, tap, fixture_server, other)
     assert_never_switched(tap, changed, other, children_before)
-    writes = fixture_server.ledger.writes("/stall/write")
-    assert len(writes) <= 1, f"{len(writes)} writes for one click"
+    writes = assert_at_most_one_write(fixture_server, "/stall/write")
     figures(
         "failure never switches",
         {
@@ -197,3 +272,38 @@ async def test_the_freeze_check_catches_a_runtime_that_retries_a_failed_act_on_t
         f"sabotaged: {len(fixture_server.ledger.writes('/stall/write'))} writes; new connections "
         f"{sorted(changed.since() - changed.connections())}"
     )
+
+
+async def add_a_note(agent: Agent, server: FixtureServer) -> None:
+    """One click on a button that writes without leaving the Page (`/race/`): a second click, if any backend sent
+    one, would reach the server as a second write. (Under the freeze proof's held form POST no backend can send a
+    second click at all: each waits on the pending navigation, so a variant that clicks twice is caught here.)"""
+    seen = await agent.observe(page="left")
+    arrived = server.wait_for_request("/race/note")
+    added = await agent.act(seen, type="click", ref=ref_of(seen.observation, '"Add a note"'))
+    assert added.status == "ok", added
+    await arrived  # the click's write reached the server (bounded)
+
+
+@pytest.mark.req("writes:at-most-one", "action:click")
+async def test_one_click_on_a_button_that_writes_in_place_is_one_write(
+    single, agent: Agent, fixture_server: FixtureServer
+) -> None:
+    await single("/race/")
+    await add_a_note(agent, fixture_server)
+    assert len(assert_at_most_one_write(fixture_server, "/race/note")) == 1
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("writes:at-most-one")
+async def test_the_write_check_catches_a_backend_that_sends_the_click_twice(
+    single, agent: Agent, fixture_server: FixtureServer
+) -> None:
+    desk: Desk = await single("/race/")
+    sessions = desk.runtime.service.sessions
+    sessions.backends = {name: writing_twice(factory) for name, factory in sessions.backends.items()}
+    both = fixture_server.wait_for_request("/race/note", count=2)
+    await add_a_note(agent, fixture_server)
+    await both  # the second click's write arrived too (bounded): the ledger is read after it, not racing it
+    with pytest.raises(AssertionError, match="2 writes for one click"):
+        assert_at_most_one_write(fixture_server, "/race/note")

@@ -17,7 +17,7 @@ import pytest
 from suites.conftest import BACKENDS
 from suites.parity import inventory
 from suites.parity.inventory import Inventory, Item
-from suites.parity.ledger import DOC, LEDGER, markdown
+from suites.parity.ledger import DOC, LEDGER, RELEASE_PROOFS, Proof, markdown
 
 pytestmark = pytest.mark.req("parity:ledger")
 
@@ -61,6 +61,23 @@ def test_a_test_expected_to_fail_on_a_backend_names_a_requirement_declaring_that
     check(inventory.unexplained_xfails(collected.items, DIVERGENCES, BACKENDS))
 
 
+def uncontrolled(items: list[Item], proofs: tuple[Proof, ...]) -> list[str]:
+    """Release proofs without a negative control naming one of their requirements, or naming unknown ones."""
+    problems = [f"{p.name}: unknown requirement {i}" for p in proofs for i in p.requirements if i not in LEDGER]
+    controlled = {i for item in items if item.negative_control for i in item.ids}
+    problems += [
+        f"{p.name}: no negative control names any of {', '.join(p.requirements)}"
+        for p in proofs
+        if not controlled & set(p.requirements)
+    ]
+    return problems
+
+
+def test_every_release_proof_has_a_negative_control_and_names_known_requirements(collected: Inventory) -> None:
+    assert len(RELEASE_PROOFS) == 10  # DESIGN §4: the ten release proofs
+    check(uncontrolled(collected.items, RELEASE_PROOFS))
+
+
 def test_docs_parity_md_is_exactly_what_the_ledger_generates() -> None:
     assert DOC.read_text(encoding="utf-8") == markdown(BACKENDS), (
         "docs/parity.md is out of date: run `make parity-doc` (python -m suites.parity.ledger --write)"
@@ -85,3 +102,7 @@ def test_the_ledger_check_catches_an_unnamed_test_an_unexercised_requirement_and
         check(inventory.uncovered(items, LEDGER, DIVERGENCES, BACKENDS))
     with pytest.raises(AssertionError, match="expected to fail on playwright_mcp"):
         check(inventory.unexplained_xfails(items, DIVERGENCES, BACKENDS))
+    visual = next(p for p in RELEASE_PROOFS if p.name == "visual limits")
+    blind = [item for item in items if not (item.negative_control and set(visual.requirements) & set(item.ids))]
+    with pytest.raises(AssertionError, match="visual limits: no negative control"):
+        check(uncontrolled(blind, RELEASE_PROOFS))
