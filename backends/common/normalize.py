@@ -98,7 +98,15 @@ def compact(text: str) -> str:
     return " ".join(text.split())
 
 
+NAME_FROM_CONTENT = frozenset({"link", "button", "menuitem", "tab"})
+"""Roles whose accessible name comes from their content (accname: "name from content"). An upstream that leaves
+such a node nameless but lists what is inside (Playwright: `<a><img alt="Blue jacket"></a>` is a bare `link` over
+`img "Blue jacket"`) gets its name from that content, as the browser computes it: the model can tell such links
+apart, and the name is the one the runtime re-reads on the live Page before a write."""
+
+
 def _element(node: AriaNode) -> Element:
+    name = node.name or (_flat(node) if node.role in NAME_FROM_CONTENT else "")
     value: str | None = None
     if node.role == "combobox" or node.role == "listbox":
         selected = [c.name for c in node.children if c.role == "option" and "selected" in c.attrs]
@@ -114,7 +122,7 @@ def _element(node: AriaNode) -> Element:
     return Element(
         ref=node.ref or "",
         role=node.role,
-        name=compact(node.name),
+        name=compact(name),
         value=compact(value) if value is not None else None,
         checked=checked,
         disabled="disabled" in node.attrs,

@@ -474,6 +474,45 @@ def test_the_parser_handles_yaml_quoting_and_hidden_or_unreferenced_nodes() -> N
     assert "### Product" in snapshot.text.splitlines()
 
 
+@pytest.mark.req("adapter:parser")
+def test_a_link_whose_only_content_is_an_image_is_named_by_the_image() -> None:
+    from backends.playwright_mcp.snapshot import normalize
+
+    roots = parse_aria(
+        "\n".join(
+            [
+                "- link [ref=e1] [cursor=pointer]:",
+                "  - /url: /p/1",
+                '  - img "Blue jacket, size M"',
+                "- link [ref=e2] [cursor=pointer]:",
+                "  - /url: /p/2",
+                '  - img "Red scarf"',
+                '- link "Named" [ref=e3]:',
+                '  - img "ignored, the link has its own name"',
+                "- textbox [ref=e4]",
+            ]
+        )
+    )
+    names = [(e.role, e.name) for e in normalize("u", "t", roots).elements]
+    assert names == [("link", "Blue jacket, size M"), ("link", "Red scarf"), ("link", "Named"), ("textbox", "")]
+
+
+@pytest.mark.parametrize("bound_page", ["/dom_form/"], indirect=True)
+@pytest.mark.req("adapter:snapshot")
+async def test_image_only_links_on_a_live_page_are_named_by_their_images(
+    pw: PlaywrightMCPBackend, bound_page: LabPage, workspace: Workspace
+) -> None:
+    # @playwright/mcp 0.0.83 lists `<a><img alt="…"></a>` as a bare `link` over `img "…"` (measured: both names
+    # came out empty before the normalizer took the name from content).
+    await workspace.evaluate(
+        bound_page,
+        "document.body.innerHTML = ['Blue jacket', 'Red scarf'].map((alt) => "
+        '`<a href="/dom_form/"><img alt="${alt}" src="data:,"></a>`).join(\'\'); 1',
+    )
+    snapshot = await pw.snapshot()
+    assert [(e.role, e.name) for e in snapshot.elements] == [("link", "Blue jacket"), ("link", "Red scarf")]
+
+
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
 @pytest.mark.req("adapter:point-click", "adapter:scroll-to-ref")
 async def test_point_click_wheel_scroll_and_scroll_to_a_ref_reach_the_page(
