@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,17 +149,21 @@ async def desk(workspace: Workspace, runtime: Runtime, fixture_server: FixtureSe
 
 
 @contextlib.asynccontextmanager
-async def client_in_task(target: Any, timeout: float = 30.0) -> AsyncIterator[Client]:
-    """An MCP Client whose connection lives in its own task.
+async def client_in_task(
+    target: Any, timeout: float = 30.0, *, opened: Callable[[], AbstractAsyncContextManager[Client]] | None = None
+) -> AsyncIterator[Client]:
+    """An MCP Client whose connection lives in its own task: `Client(target, mode="legacy")`, or what `opened()`
+    opens (another mode, a client over an HTTP client of its own).
 
     anyio cancel scopes must be exited by the task that entered them, and pytest-asyncio runs a fixture's set-up
     and tear-down in different tasks; so the `async with Client(...)` runs in a task of its own.
     """
     ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
     stop = asyncio.Event()
+    opened = opened or (lambda: Client(target, mode="legacy"))
 
     async def hold() -> None:
-        async with Client(target, mode="legacy") as client:
+        async with opened() as client:
             ready.set_result(client)
             await stop.wait()
 

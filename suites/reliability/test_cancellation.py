@@ -114,9 +114,14 @@ class Wire:
     to_client: list[dict[str, Any]]
 
 
+Framing = Callable[..., contextlib.AbstractAsyncContextManager[Any]]
+"""A stdio transport given explicit streams: `stdio_server(stdin=…, stdout=…)` yielding (read, write)."""
+
+
 @contextlib.asynccontextmanager
-async def over_stdio(runtime: Runtime) -> AsyncIterator[tuple[Transport, Wire]]:
-    """Serve `runtime.server` on the SDK's stdio transport over two OS pipes; yield the client's transport.
+async def over_stdio(runtime: Runtime, framing: Framing = stdio_server) -> AsyncIterator[tuple[Transport, Wire]]:
+    """Serve `runtime.server` on a stdio transport over two OS pipes (the SDK's, or `framing`: e.g. the runtime's
+    own `runtime.mcp.stdio.stdio_server`, what `computer-use serve` runs); yield the client's transport.
 
     Closing works as with a server process: the client closes its end of the server's stdin, the server's loop
     sees EOF and ends, and closing the server's stdout ends the client's reading."""
@@ -126,7 +131,7 @@ async def over_stdio(runtime: Runtime) -> AsyncIterator[tuple[Transport, Wire]]:
 
     async def serve() -> None:
         try:
-            async with stdio_server(stdin=server_in, stdout=server_out) as (read, write):  # type: ignore[arg-type]
+            async with framing(stdin=server_in, stdout=server_out) as (read, write):  # type: ignore[arg-type]
                 await lowlevel.run(read, write, lowlevel.create_initialization_options())
         finally:
             server_out.close()

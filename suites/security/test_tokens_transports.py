@@ -22,8 +22,8 @@ import asyncio
 import contextlib
 import secrets
 import socket
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,10 +31,8 @@ import httpx2
 import pytest
 import uvicorn
 from mcp import Client
-from mcp.client import Transport
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.context import ServerRequestContext
-from mcp.server.stdio import stdio_server as sdk_stdio_framing
 
 import runtime.mcp.server as mcp_server
 from fixtures_sites.server import FixtureServer
@@ -47,11 +45,11 @@ from runtime.mcp.http import http_app
 from runtime.mcp.server import TOOL
 from runtime.mcp.stdio import stdio_server
 from runtime.models import ComputerUseResult
-from suites.conftest import Agent, Desk
+from suites.conftest import Agent, Desk, client_in_task
 from suites.isolation.test_isolation import observe_act_verify_on_a, others
 from suites.proofs import assert_no_runtime_calls, assert_no_writes, assert_untouched, report_figures
 from suites.reliability.conftest import CALL_LIMIT, within
-from suites.reliability.test_cancellation import pipe
+from suites.reliability.test_cancellation import over_stdio
 
 TRANSPORTS = ("in_process", "stdio", "streamable_http")
 STATELESS = "2026-07-28"
@@ -61,63 +59,6 @@ CONNECT_LIMIT = 30.0
 
 
 # -- the transports -----------------------------------------------------------------------------------------------
-
-
-@contextlib.asynccontextmanager
-async def held(opened: Callable[[], AbstractAsyncContextManager[Client]]) -> AsyncIterator[Client]:
-    """An MCP client whose connection lives in its own task (anyio cancel scopes must be left by the task that
-    entered them; pytest-asyncio sets a fixture up and tears it down in different tasks)."""
-    ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-    stop = asyncio.Event()
-
-    async def hold() -> None:
-        async with opened() as client:
-            ready.set_result(client)
-            await stop.wait()
-
-    task = asyncio.create_task(hold())
-    done, _ = await asyncio.wait({task, ready}, timeout=CONNECT_LIMIT, return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
-        task.result()  # the connection failed: raise why
-    if not ready.done():
-        task.cancel()
-        raise TimeoutError(f"no MCP connection within {CONNECT_LIMIT:g}s")
-    try:
-        yield ready.result()
-    finally:
-        stop.set()
-        await within(task, CALL_LIMIT, "closing the MCP client")
-
-
-@contextlib.asynccontextmanager
-async def over_stdio(runtime: Runtime) -> AsyncIterator[Transport]:
-    """One stdio connection: the runtime's stdio transport on two OS pipes, serving until the client closes its end
-    of the server's stdin (EOF), as a server process would."""
-    server_in, client_out = await pipe()
-    client_in, server_out = await pipe()
-    lowlevel = runtime.server._lowlevel_server  # what runtime.mcp.stdio.run_stdio runs on the process's own stdio
-
-    async def serve() -> None:
-        try:
-            async with stdio_server(stdin=server_in, stdout=server_out) as (read, write):
-                await lowlevel.run(read, write, lowlevel.create_initialization_options())
-        finally:
-            server_out.close()
-
-    @contextlib.asynccontextmanager
-    async def client_side() -> AsyncIterator[Any]:
-        async with sdk_stdio_framing(stdin=client_in, stdout=client_out) as streams:  # type: ignore[arg-type]
-            try:
-                yield streams
-            finally:
-                client_out.close()
-
-    serving = asyncio.create_task(serve())
-    try:
-        yield client_side()
-    finally:
-        client_out.close()
-        await within(serving, CALL_LIMIT, "the stdio server's end")
 
 
 @contextlib.asynccontextmanager
@@ -151,24 +92,27 @@ class Line:
     async def client(self, mode: str = "legacy") -> Client:
         """A new MCP connection (`legacy`: the initialize handshake; `STATELESS`: none), closed after the test."""
         if self.kind == "in_process":
-            server = self.runtime.server
-            return await self.stack.enter_async_context(held(lambda: Client(server, mode=mode)))
-        if self.kind == "stdio":
-            transport = await self.stack.enter_async_context(over_stdio(self.runtime))
-            return await self.stack.enter_async_context(held(lambda: Client(transport, mode=mode)))
-        url = self.url
-        assert url is not None
+            target: Any = self.runtime.server
+        elif self.kind == "stdio":
+            target, _ = await self.stack.enter_async_context(over_stdio(self.runtime, framing=stdio_server))
+        else:
+            assert self.url is not None
+            target = self.url
 
         @contextlib.asynccontextmanager
         async def opened() -> AsyncIterator[Client]:
+            if self.kind != "streamable_http":
+                async with Client(target, mode=mode) as client:
+                    yield client
+                return
             headers = {"Authorization": f"Bearer {BEARER}"}
             async with (
                 httpx2.AsyncClient(headers=headers, timeout=CALL_LIMIT) as http,
-                Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+                Client(streamable_http_client(target, http_client=http), mode=mode) as client,
             ):
                 yield client
 
-        return await self.stack.enter_async_context(held(opened))
+        return await self.stack.enter_async_context(client_in_task(None, CONNECT_LIMIT, opened=opened))
 
     async def agent(self, desk: Desk) -> Agent:
         return Agent(HostedClient(await self.client()), desk)
