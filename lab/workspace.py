@@ -17,6 +17,18 @@ from lab.cdp import CDPClient
 LOAD_TIMEOUT = 15.0
 
 
+# Installed before the window is activated, so a focus that arrives between the activation and the read is seen.
+FOCUS_WAITER = """
+(() => {
+  const arrived = new Promise(resolve => window.addEventListener('focus', () => resolve(true), {once: true}));
+  window.__labFocus = timeout => document.hasFocus() ? true : Promise.race([
+    arrived.then(() => document.hasFocus()),
+    new Promise(resolve => setTimeout(() => resolve(document.hasFocus()), timeout)),
+  ]);
+})()
+"""
+
+
 @dataclass(frozen=True)
 class Bounds:
     left: int
@@ -142,10 +154,16 @@ class Workspace:
         visibility, focused = await self.evaluate(page, "[document.visibilityState, document.hasFocus()]")
         return PageState(visibility, focused)
 
-    async def focus(self, page: LabPage) -> None:
-        """Activate the page's window, as a user clicking into it would (the window manager's move, not the SUT's)."""
-        await self.evaluate(page, "0")  # attach the shell's session first
+    async def focus(self, page: LabPage, timeout_ms: int = 5000) -> bool:
+        """Activate the page's window, as a user clicking into it would (the window manager's move, not the SUT's).
+
+        Returns whether the page's document reports the focus. It arrives after `Page.bringToFront` has answered
+        (the browser hands focus to the renderer on its own schedule; a loaded machine shows the gap), so the
+        document's `focus` event is awaited, bounded by `timeout_ms`; the listener is installed before the move.
+        """
+        await self.evaluate(page, FOCUS_WAITER)
         await self.cdp.send("Page.bringToFront", session_id=self._sessions[page.target_id])
+        return bool(await self.evaluate(page, f"window.__labFocus({timeout_ms})", await_promise=True))
 
     # -- geometry ----------------------------------------------------------------------------------------------
 

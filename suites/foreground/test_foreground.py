@@ -194,7 +194,7 @@ async def test_each_precondition_check_fails_on_a_page_where_it_does_not_hold(
     a = await workspace.open("A", fixture_server.url("/dom_form/"), workspace.column(0, 3))
     await workspace.open("chat", fixture_server.url("/chat/"), workspace.column(1, 3))
     if how == "unfocused":
-        await workspace.focus(a)
+        assert await workspace.focus(a) is True
     with pytest.raises(AssertionError, match="before the act"):
         check(how, await look(workspace, a), "before the act", focus=True)
 

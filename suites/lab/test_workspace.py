@@ -145,7 +145,7 @@ async def test_the_page_state_reader_sees_minimized_and_focused_pages_and_never_
     await workspace.minimize(page)
     assert await workspace.page_state(page) == PageState("hidden", False)
     await workspace.restore(page)
-    await workspace.focus(page)
+    assert await workspace.focus(page) is True
     assert await workspace.page_state(page) == PageState("visible", True)
 
 

@@ -38,8 +38,7 @@ async def focus(workspace: Workspace, page: LabPage) -> None:
     through the page's own document that it got it (headless windows open unfocused)."""
     has_focus = "document.hasFocus()"
     assert await workspace.evaluate(page, has_focus) is False, f"{page.name} had the focus already"
-    await workspace.cdp.send("Target.activateTarget", {"targetId": page.target_id})
-    assert await workspace.evaluate(page, has_focus) is True, f"{page.name} did not get the focus"
+    assert await workspace.focus(page) is True, f"{page.name} did not get the focus"
 
 
 async def stamp(workspace: Workspace, page: LabPage) -> str:
