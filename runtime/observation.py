@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a leaf module: models import `clean`, and the backend contract imports the models
     from runtime.backend import Element, Snapshot
+    from runtime.delta import Delta
 
 NAME_CHARS = 60
 VALUE_CHARS = 40
@@ -135,3 +136,36 @@ def render(snapshot: Snapshot, detail: str, offset: int = 0) -> tuple[str, int |
     if next_offset is not None:
         lines.append(f"(more: observe with offset={next_offset} and this frame_id)")
     return "\n".join(lines), next_offset
+
+
+def render_delta(snapshot: Snapshot, before: Snapshot, delta: Delta, detail: str) -> str | None:
+    """What changed since the act's frame (`delta.since`), as the agent reads it; None when it does not fit.
+
+    The lines of changed (`~`) and added (`+`) elements in document order, the refs of removed ones on one line,
+    and url, title and text only if they changed; the unchanged elements are counted, their refs stay valid."""
+    nonce = getattr(snapshot, "nonce", "")
+    counts = f"{len(delta.changed)} changed, {len(delta.added)} added, {len(delta.removed)} removed"
+    lines = [f"<page nonce={nonce}>", f"changes: {counts}, {delta.unchanged} unchanged (refs kept)"]
+    if snapshot.url != before.url:
+        lines.append(f"url: {clean(snapshot.url, URL_CHARS)}")
+    if snapshot.title != before.title:
+        lines.append(f"title: {clean(snapshot.title, TITLE_CHARS)}")
+    limit = TEXT_CHARS.get(detail, TEXT_CHARS["interactive"])
+    if clean(snapshot.text, limit) != clean(before.text, limit):
+        lines.append("text: " + clean(snapshot.text, limit))
+    used = 0
+    for position in sorted(delta.changed | delta.added):
+        line = ("~ " if position in delta.changed else "+ ") + element_line(delta.elements[position])
+        used += len(line) + 1
+        if used > ELEMENT_CHARS:
+            return None
+        lines.append(line)
+    if delta.removed:
+        line = "- " + " ".join(delta.removed)
+        if used + len(line) > ELEMENT_CHARS:
+            return None
+        lines.append(line)
+    lines.append(f"</page nonce={nonce}>")
+    if snapshot.elements_dropped:
+        lines.append(f"({snapshot.elements_dropped:,} more elements of this Page were left out: act on these)")
+    return "\n".join(lines)

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from runtime.arguments import ComputerUseArgs
@@ -27,7 +30,7 @@ from runtime.commit import Reading, read_commit
 from runtime.gateway import ScopedGateway
 from runtime.models import Action, Assertion, ComputerUseResult, Page
 from runtime.models.page import RELATIONS
-from runtime.observation import render
+from runtime.observation import render, render_delta
 from runtime.policy import needs_user
 from runtime.probe import DialogOpen, TargetGone
 from runtime.reasons import ReasonCode
@@ -52,6 +55,8 @@ STALE_DIALOG_READS = 5
 class Outcome:
     result: ComputerUseResult
     image: bytes | None = None
+    changes_only: bool = False
+    """The observation tells what changed since the act's frame (`runtime/delta.py`), not the whole frame."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,27 @@ class CallRecord:
     code: str
     session_id: str | None
     message: str
+    phases: dict[str, float] = field(default_factory=dict)
+    """Milliseconds per phase of the call, in order (`PHASES`): where the runtime's time went, for the overhead
+    benchmark (`suites/bench/test_overhead.py`): the backend's own work is `backend_act` + `backend_snapshot`."""
+
+
+PHASES = ("token", "session", "policy", "backend_act", "backend_snapshot", "backend_screenshot", "frame", "result")
+_marks: ContextVar[list[tuple[str, float]] | None] = ContextVar("computer_use_phase_marks", default=None)
+
+
+def mark(phase: str) -> None:
+    """The current call reached the end of `phase` (a no-op outside a call)."""
+    marks = _marks.get()
+    if marks is not None:
+        marks.append((phase, time.perf_counter()))
+
+
+def _durations(marks: list[tuple[str, float]]) -> dict[str, float]:
+    spent: dict[str, float] = {}
+    for (_, before), (phase, at) in itertools.pairwise(marks):
+        spent[phase] = round(spent.get(phase, 0.0) + (at - before) * 1000, 3)
+    return spent
 
 
 class ComputerUseService:
@@ -92,15 +118,22 @@ class ComputerUseService:
     # -- entry -----------------------------------------------------------------------------------------------
 
     async def handle(self, args: ComputerUseArgs, meta: Mapping[str, Any] | None, connection: object) -> Outcome:
+        marks = [("start", time.perf_counter())]
+        scope = _marks.set(marks)
         try:
             outcome = await self._handle(args, meta, connection)
         except asyncio.CancelledError:
             # The lease is released and the frame spent by the code that was interrupted; say so on our side.
             self.journal.append(CallRecord(args.command, "cancelled", args.computer_session_id, "the client cancelled"))
             raise
+        finally:
+            _marks.reset(scope)
         result = outcome.result
+        marks.append(("result", time.perf_counter()))
+        result.elapsed_ms = round((marks[-1][1] - marks[0][1]) * 1000)
         code = result.reason_code.value if result.reason_code is not None else "ok"
-        self.journal.append(CallRecord(args.command, code, result.computer_session_id, result.message))
+        record = CallRecord(args.command, code, result.computer_session_id, result.message, _durations(marks))
+        self.journal.append(record)
         return outcome
 
     async def _handle(self, args: ComputerUseArgs, meta: Mapping[str, Any] | None, connection: object) -> Outcome:
@@ -109,6 +142,7 @@ class ComputerUseService:
                 context = next(iter(self.store.contexts.values()))  # the (only) host's current Page Context
             else:
                 context = self.verifier.verify(meta, connection)
+            mark("token")
         except CapabilityError as exc:
             return Outcome(ComputerUseResult.fail(ReasonCode.invalid_capability, str(exc)))
         except StaleContext as exc:
@@ -123,6 +157,7 @@ class ComputerUseService:
                 self.sessions.enter(session)
             else:
                 session = self.sessions.acquire(args.computer_session_id or "", context)
+            mark("session")
             if args.command == "observe":
                 outcome = await self._observe(session, args, context)
             elif args.command == "act":
@@ -178,13 +213,24 @@ class ComputerUseService:
             return Outcome(self._observation(session, frame, args.offset))
         return await self._observe_session(session, args.detail, context)
 
-    async def _observe_session(self, session: ComputerSession, detail: str, context: PageContext) -> Outcome:
+    async def _observe_session(
+        self, session: ComputerSession, detail: str, context: PageContext, since: Frame | None = None
+    ) -> Outcome:
+        """A new frame of the session's Page; after an act (`since`: the frame the act was sent on), the result
+        tells what changed since, when that is shorter than the frame."""
         timeout = self.settings.observe_timeout
         try:
+            documents = session.gateway.documents
             snapshot = await self._until_stopped(session, self._snapshot(session), timeout)
+            mark("backend_snapshot")
+            # The document the snapshot was read from: known if none replaced another during the read (a backend's
+            # first read is also when it first reads the frame tree, which is the gateway's first document).
+            read_one = session.gateway.documents - documents == 0 or session.gateway.documents == 1
+            document = session.gateway.document if read_one else None
             image = None
             if detail == "visual" or "screenshot_always" in self.sabotage:
                 image = await self._until_stopped(session, session.screenshot(), timeout)
+                mark("backend_screenshot")
         except TimeoutError:
             raise Refusal(ReasonCode.timeout, "the Page did not answer the observation in time") from None
         except DialogOpen:
@@ -192,10 +238,16 @@ class ComputerUseService:
         except BackendError as exc:
             raise self._backend_refusal(session, exc, reading=True) from None
         point_request = (context.turn, context.sequence + 1) if image is not None else None
-        frame = session.new_frame(snapshot, detail, point_request)
+        frame = session.new_frame(snapshot, detail, point_request, document=document, since=since)
         result = self._observation(session, frame, 0)
-        result.screenshot_attached = image is not None
-        return Outcome(result, image)
+        outcome = Outcome(result, image)
+        if since is not None and frame.delta is not None:
+            changes = render_delta(frame.snapshot, since.snapshot, frame.delta, detail)
+            if changes is not None and len(changes) < len(result.observation or ""):
+                result.observation, result.next_offset = changes, None
+                outcome.changes_only = True
+        mark("frame")
+        return outcome
 
     @staticmethod
     async def _snapshot(session: ComputerSession) -> Snapshot:
@@ -263,11 +315,13 @@ class ComputerUseService:
             self._recheck(session, args.frame_id)
             if "no_policy" not in self.sabotage:
                 await self._check_policy(session, action, element, context)
+            mark("policy")
             session.latest = None  # the frame is spent: whatever happens next, observe before acting again
             sent = True
             if "bring_to_front" in self.sabotage:
                 await session.probe.bring_to_front()
             await self._until_stopped(session, session.backend.act(action, element), self.settings.act_timeout)
+            mark("backend_act")
         except DialogOpen:
             blocked = True  # the action reached the Page, and the Page now waits for the user
         except TimeoutError:
@@ -287,14 +341,16 @@ class ComputerUseService:
         try:
             if blocked:
                 raise Refusal(ReasonCode.needs_user, DIALOG_OPEN)
-            outcome = await self._observe_session(session, "interactive", context)
+            outcome = await self._observe_session(session, "interactive", context, since=frame)
         except Refusal as refusal:
             if refusal.code is ReasonCode.needs_user and "answer_dialogs" in self.sabotage:
                 await session.probe.accept_dialog()
                 outcome = await self._observe_session(session, "interactive", context)
             else:
                 raise Refusal(refusal.code, f"the action was sent, but re-observing failed: {refusal}") from None
-        outcome.result.message = f"{action.type} done with backend {session.backend_name}; this is the new frame."
+        told = "what changed" if outcome.changes_only else "the new frame"
+        outcome.result.message = f"{action.type} done; the observation is {told}."
+        outcome.result.page = None  # the agent knows the Page; a changed url or title is in the observation
         return outcome
 
     async def _until_stopped(self, session: ComputerSession, call: Awaitable[T], timeout: float) -> T:

@@ -6,10 +6,12 @@ latest frame's id, and any write consumes the frame (the runtime re-observes, so
 next one). A session owns a backend, a gateway, a probe and a work dir; the session manager (`runtime/sessions.py`)
 closes them the moment the session is invalidated, evicted or the runtime closes.
 
-Refs are the runtime's own, per frame: a random prefix of the frame and the element's position in it (`qfz12`). A
+Refs are the runtime's own: a random prefix drawn per frame and the element's position in it (`qfz12`). A
 backend's refs are predictable (`e12`, `1_12`, `ref_12`), so page text could plant one that resolves; the runtime's
 cannot be known before the frame exists, and `Frame.element` maps one back to the backend's Element, which is what
-the backend acts on. A planted ref, or one of an earlier frame, resolves to nothing: `stale_observation`.
+the backend acts on. A planted ref resolves to nothing: `stale_observation`. The frame an act re-observes carries
+over the refs of the elements that are still the same (`runtime/delta.py`), so the agent, told only what changed,
+goes on with the refs it holds; any other ref of an earlier frame resolves to nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from runtime.backend import Backend, Element, Snapshot
+from runtime.delta import Delta, carry
 from runtime.gateway import ScopedGateway
 from runtime.models.page import Page
 from runtime.probe import PageProbe
@@ -53,6 +56,11 @@ class Frame:
     point_request: tuple[str, int] | None = None
     """(turn, sequence) of the one provider request whose act may use coordinates from this frame's screenshot:
     the image reaches only the next model request, and the permission ends with it."""
+    document: str | None = None
+    """The Page's document the snapshot was read from (`ScopedGateway.document`), None if it changed during the
+    read or is unknown: refs are carried over only between frames of one known document."""
+    delta: Delta | None = None
+    """What changed since the frame the act that made this one was sent on (None for a full observation)."""
     _by_ref: dict[str, Element] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -69,17 +77,19 @@ class Frame:
         return same.index(element)
 
 
-def new_prefix(avoid: str) -> str:
-    """A random ref prefix other than `avoid` (the previous frame's)."""
-    prefix = avoid
-    while prefix == avoid:
+def new_prefix(avoid: set[str]) -> str:
+    """A random ref prefix none of `avoid` (the previous frame's, and those of refs carried over)."""
+    while True:
         prefix = "".join(secrets.choice(PREFIX_LETTERS) for _ in range(PREFIX_CHARS))
-    return prefix
+        if prefix not in avoid:
+            return prefix
 
 
-def view(snapshot: Snapshot, prefix: str) -> View:
-    """The agent's view of a backend snapshot: refs `prefix` + each element's 1-based position, a fresh nonce."""
-    elements = tuple(replace(e, ref=f"{prefix}{i}") for i, e in enumerate(snapshot.elements, 1))
+def view(snapshot: Snapshot, prefix: str, elements: tuple[Element, ...] | None = None) -> View:
+    """The agent's view of a backend snapshot, with a fresh nonce: `elements` as given (refs carried over), else
+    refs `prefix` + each element's 1-based position."""
+    if elements is None:
+        elements = tuple(replace(e, ref=f"{prefix}{i}") for i, e in enumerate(snapshot.elements, 1))
     return View(**{**vars(snapshot), "elements": elements, "nonce": secrets.token_hex(NONCE_BYTES)})
 
 
@@ -115,11 +125,29 @@ class ComputerSession:
     _prefix: str = ""
     """The latest frame's ref prefix: the next frame draws another, so no ref of one frame resolves in the next."""
 
-    def new_frame(self, snapshot: Snapshot, detail: str, point_request: tuple[str, int] | None = None) -> Frame:
+    def new_frame(
+        self,
+        snapshot: Snapshot,
+        detail: str,
+        point_request: tuple[str, int] | None = None,
+        *,
+        document: str | None = None,
+        since: Frame | None = None,
+    ) -> Frame:
+        """The session's next frame. With `since` (the frame an act was sent on) of the same known document, the
+        elements that are still the same keep their refs and the frame carries the delta."""
         frame_id = f"{self.id}-f{next(self._frames)}"
-        self._prefix = new_prefix(avoid=self._prefix)
-        shown = view(snapshot, self._prefix)
-        self.latest = Frame(frame_id, shown, detail, snapshot, point_request is not None, point_request)
+        delta = None
+        if since is not None and document is not None and since.document == document:
+            avoid = {self._prefix, *(e.ref[:PREFIX_CHARS] for e in since.snapshot.elements)}
+            self._prefix = new_prefix(avoid)
+            delta = carry(since.id, since.snapshot.elements, since.upstream.elements, snapshot.elements, self._prefix)
+            shown = view(snapshot, self._prefix, delta.elements)
+        else:
+            self._prefix = new_prefix({self._prefix})
+            shown = view(snapshot, self._prefix)
+        screenshot = point_request is not None
+        self.latest = Frame(frame_id, shown, detail, snapshot, screenshot, point_request, document, delta)
         return self.latest
 
     async def screenshot(self) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -53,12 +54,33 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`@pytest.mark.xfail_on(*backends, reason=...)`: a strict xfail on those backends only (a declared divergence)."""
+    """`@pytest.mark.xfail_on(*backends, reason=...)`: a strict xfail on those backends only (a declared divergence).
+    Every test is also labelled for the report (`report_labels`)."""
     for item in items:
         marker = item.get_closest_marker("xfail_on")
         callspec = getattr(item, "callspec", None)
         if marker is not None and callspec is not None and callspec.params.get("backend") in marker.args:
             item.add_marker(pytest.mark.xfail(strict=True, reason=marker.kwargs["reason"]))
+        for label_type, value in report_labels(item):
+            item.add_marker(pytest.mark.allure_label(value, label_type=label_type))
+
+
+def report_labels(item: pytest.Item) -> list[tuple[str, str]]:
+    """The Allure labels a reviewer browses by: epic = the release proof the test's requirements belong to (else
+    the suite), feature = the backend it ran on, story = its first requirement; negative controls are tagged."""
+    from suites.parity.ledger import RELEASE_PROOFS  # the ledger names BACKENDS of this module
+
+    reqs = [r for mark in item.iter_markers("req") for r in mark.args]
+    proof = next((p.name for p in RELEASE_PROOFS if set(p.requirements) & set(reqs)), None)
+    suite = item.nodeid.split("/")[1] if item.nodeid.startswith("suites/") else "lab"
+    callspec = getattr(item, "callspec", None)
+    backend = callspec.params.get("backend") if callspec is not None else None
+    labels = [("epic", f"proof: {proof}" if proof else f"suite: {suite}"), ("feature", backend or "no backend")]
+    if reqs:
+        labels.append(("story", reqs[0]))
+    if item.get_closest_marker("negative_control"):
+        labels.append(("tag", "negative control"))
+    return labels
 
 
 @dataclass
@@ -98,12 +120,48 @@ class Desk:
         return await self.turn.provider_request()
 
 
-def ref_of(observation: str | None, *needles: str) -> str:
-    """The ref of the first element line containing every needle (e.g. `'button'`, `'"Save and continue"'`)."""
-    for line in (observation or "").splitlines():
-        if line.startswith("[") and all(needle in line for needle in needles):
-            return line[1 : line.index("]")]
-    raise AssertionError(f"no element with {needles} in:\n{observation}")
+ELEMENT_LINE = re.compile(r"^(?:[~+] )?(\[([^\]]+)\] .*)$")
+"""An element line of an observation, `[ref] role "name"`, or of an act's changes (`~ ` changed, `+ ` added)."""
+CHANGES = re.compile(r"^changes: ")
+CONTINUED = re.compile(r"^elements (\d+)-\d+ of \d+:$")
+
+
+class Seen(ComputerUseResult):
+    """A result as the agent holds it: `known` is every element line the agent knows for the result's session, the
+    way a model remembers them: an act's changes applied to the frame it was sent on, a continuation appended."""
+
+    known: str = ""
+    content: str = ""
+    """The text content block of the tool result: what a client passes on to the model."""
+    image: bool = False
+    """The result carried an image content block (a screenshot)."""
+
+
+def ref_of(seen: ComputerUseResult | str | None, *needles: str) -> str:
+    """The ref of the first element line containing every needle (e.g. `'button'`, `'"Save and continue"'`): of
+    all the element lines the agent knows after `seen`, or of one observation text."""
+    # Duck-typed: pytest may load this module twice (as the conftest and as `suites.conftest`), so two `Seen`s.
+    text = seen if seen is None or isinstance(seen, str) else getattr(seen, "known", "") or seen.observation
+    for line in (text or "").splitlines():
+        if (found := ELEMENT_LINE.match(line)) and all(needle in found.group(1) for needle in needles):
+            return found.group(2)
+    raise AssertionError(f"no element with {needles} in:\n{text}")
+
+
+def remember(known: dict[str, str], observation: str) -> dict[str, str]:
+    """The element lines (ref → line) an agent knows after reading `observation`, having known `known` of the
+    same session before: a full frame replaces them, a continuation adds to them, an act's changes edit them."""
+    lines = observation.splitlines()
+    changes = any(CHANGES.match(line) for line in lines)
+    continued = any((m := CONTINUED.match(line)) and m.group(1) != "1" for line in lines)
+    now = dict(known) if changes or continued else {}
+    for line in lines:
+        if changes and line.startswith("- "):
+            for ref in line[2:].split():
+                now.pop(ref, None)
+        elif found := ELEMENT_LINE.match(line):
+            now[found.group(2)] = found.group(1)
+    return now
 
 
 @dataclass
@@ -112,24 +170,34 @@ class Agent:
 
     client: HostedClient
     desk: Desk
+    memory: dict[str, dict[str, str]] = field(default_factory=dict)
+    """computer_session_id → the element lines the agent knows of it (`remember`)."""
 
-    async def call(self, request: ProviderRequest | None = None, **arguments: Any) -> ComputerUseResult:
+    async def call(self, request: ProviderRequest | None = None, **arguments: Any) -> Seen:
         request = request or await self.desk.request()
         raw = await self.client.call(request, **arguments)
-        return ComputerUseResult.model_validate(raw.structured_content or json.loads(raw.content[0].text))
+        text = raw.content[0].text if raw.content and raw.content[0].type == "text" else ""
+        seen = Seen.model_validate(raw.structured_content or json.loads(text))
+        seen.content = text
+        seen.image = any(part.type == "image" for part in raw.content)
+        session = seen.computer_session_id
+        if session is not None and seen.observation is not None:
+            self.memory[session] = remember(self.memory.get(session, {}), seen.observation)
+        seen.known = "\n".join(self.memory.get(session or "", {}).values())
+        return seen
 
-    async def observe(self, **arguments: Any) -> ComputerUseResult:
+    async def observe(self, **arguments: Any) -> Seen:
         result = await self.call(command="observe", **arguments)
         assert result.status == "ok", result
         return result
 
-    async def act(self, seen: ComputerUseResult, **action: Any) -> ComputerUseResult:
+    async def act(self, seen: ComputerUseResult, **action: Any) -> Seen:
         """One act on the session and latest frame of `seen`."""
         return await self.call(
             command="act", computer_session_id=seen.computer_session_id, frame_id=seen.frame_id, action=action
         )
 
-    async def verify(self, seen: ComputerUseResult, **assertion: Any) -> ComputerUseResult:
+    async def verify(self, seen: ComputerUseResult, **assertion: Any) -> Seen:
         return await self.call(command="verify", computer_session_id=seen.computer_session_id, assertion=assertion)
 
 

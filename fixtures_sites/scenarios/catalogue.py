@@ -4,7 +4,9 @@
 a search box, a filter sidebar (category/colour checkboxes, price and rating selects, sort), pagination and a big
 footer, plus the noise real shops carry (long tracking URLs, JSON data attributes, utility-class soup, ids).
 The query parameters `q`, `category`, `colour`, `price`, `rating`, `sort` and `page` really filter, sort and page.
-Each product's "Add to cart" is a form that the page's script submits with fetch: `POST /catalogue/cart` (write).
+Each product's "Add to cart" is a form that the page's script submits with fetch: `POST /catalogue/cart` (write);
+the first item added also shows a "Checkout" link in the header, before every product (what an act's changes
+must report as added, with every product's ref kept).
 """
 
 from __future__ import annotations

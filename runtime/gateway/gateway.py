@@ -36,7 +36,7 @@ import itertools
 import json
 import logging
 import secrets
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -60,6 +60,8 @@ past this many the oldest half is dropped (a few MB at most)."""
 
 LOADERS_KEPT = 4096
 """Bound on the frames per client whose loader the gateway remembers (`_lifecycle`)."""
+PAST_DOCUMENTS = 64
+"""Replaced documents of the bound page the gateway remembers, so a late answer cannot bring one back."""
 
 EventKind = Literal["popup", "crashed", "destroyed", "detached", "upstream_lost"]
 
@@ -158,6 +160,12 @@ class ScopedGateway:
         self.events: list[GatewayEvent] = []
         self.target_info: dict[str, Any] = {}
         """The bound target's latest `TargetInfo`, as discovery reported it."""
+        self.document: str | None = None
+        """The loaderId of the bound page's current document, as the backend's own traffic shows it (see
+        `_note_document`); None until the backend has read the frame tree."""
+        self.documents = 0
+        """How many documents of the bound page the gateway has seen (`document` is the latest)."""
+        self._past_documents: deque[str] = deque(maxlen=PAST_DOCUMENTS)
         self._on_event = on_event
         self._upstream_hostport = urlsplit(self.upstream_http).netloc
         self._secret = secrets.token_urlsafe(32)
@@ -440,6 +448,8 @@ class ScopedGateway:
                 elif self._allow_event(client, message):
                     if message.get("method") == "Page.lifecycleEvent" and (init := self._lifecycle(client, message)):
                         await self._send(client, init)
+                    if message.get("method") == "Page.frameNavigated":
+                        self._note_document(client, message.get("sessionId"), message["params"].get("frame"))
                     await self._send(client, frame.data)
 
         client_task = asyncio.create_task(from_client())
@@ -535,6 +545,8 @@ class ScopedGateway:
         if method == "Target.getTargets":
             infos = [info for info in result.get("targetInfos", []) if self._visible(info.get("targetId"))]
             return {**result, "targetInfos": infos}
+        if method == "Page.getFrameTree":
+            self._note_document(client, pending.session_id, (result.get("frameTree") or {}).get("frame"))
         if method == "Target.attachToTarget" and isinstance(result.get("sessionId"), str):
             client.sessions.setdefault(result["sessionId"], params.get("targetId", self.target_id))
         elif method == "Browser.getWindowForTarget" and isinstance(result.get("windowId"), int):
@@ -582,6 +594,22 @@ class ScopedGateway:
             # The browser's root session: everything else there is browser-wide (downloads of any page, …).
             return method.startswith("Inspector.")
         return True
+
+    def _note_document(self, client: _Client, session_id: str | None, frame: Any) -> None:
+        """Track the bound page's document from what its backend reads: the main frame of a `Page.getFrameTree`
+        answer or a `Page.frameNavigated` event on the page's own session. Both travel on the connection the
+        backend's snapshot comes back on, in order, so when a snapshot reaches the runtime the document it was read
+        from is already noted. A document once replaced is never taken back (a late answer on another connection)."""
+        on_page = client.sessions.get(session_id) == self.target_id if session_id else not client.browser_level
+        if not on_page or not isinstance(frame, dict) or "parentId" in frame:
+            return
+        loader = frame.get("loaderId")
+        if not isinstance(loader, str) or not loader or loader == self.document or loader in self._past_documents:
+            return
+        if self.document is not None:
+            self._past_documents.append(self.document)
+        self.document = loader
+        self.documents += 1
 
     @staticmethod
     def _lifecycle(client: _Client, message: dict[str, Any]) -> str | None:

@@ -41,7 +41,7 @@ class ComputerUseResult(BaseModel):
     next_offset: int | None = Field(
         None, description="More elements than fitted: observe again with this offset (same frame)."
     )
-    screenshot_attached: bool = False
+    elapsed_ms: int | None = Field(None, description="The runtime's time for this call, backend included.")
     screenshots: int | None = Field(
         None, description="observe, act, verify: screenshots this computer session has taken so far."
     )

@@ -121,11 +121,11 @@ async def submit_watched(
     page = desk.labs[watched]
     check(how, await look(desk.workspace, page), "before the act", focus=True)
     seen = await agent.observe(page=relation)
-    typed = await agent.act(seen, type="type", ref=ref_of(seen.observation, '"Full name"'), text="Katherine Johnson")
+    typed = await agent.act(seen, type="type", ref=ref_of(seen, '"Full name"'), text="Katherine Johnson")
     assert typed.status == "ok", typed
     held = HeldAnswer()
     server.set_route(SUBMIT, held.handler, method="POST", write=True)
-    click = asyncio.create_task(agent.act(typed, type="click", ref=ref_of(typed.observation, '"Save and continue"')))
+    click = asyncio.create_task(agent.act(typed, type="click", ref=ref_of(typed, '"Save and continue"')))
     arrived = asyncio.create_task(asyncio.wait_for(held.arrived.wait(), DEFAULT_WAIT))
     try:
         await asyncio.wait({arrived, click}, return_when=asyncio.FIRST_COMPLETED)

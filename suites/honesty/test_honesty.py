@@ -87,11 +87,11 @@ async def test_the_honesty_check_catches_a_runtime_that_verifies_an_assertion_th
 async def act_on_stale_frames(agent: Agent) -> list[ComputerUseResult]:
     """Type (the frame advances), then click with the spent frame, then with a ref the latest frame lacks."""
     first = await agent.observe(page="left")
-    name = ref_of(first.observation, '"Full name"')
+    name = ref_of(first, '"Full name"')
     typed = await agent.act(first, type="type", ref=name, text="Ada")
     assert typed.status == "ok", typed
     assert typed.frame_id != first.frame_id
-    save = ref_of(first.observation, '"Save and continue"')
+    save = ref_of(first, '"Save and continue"')
     return [await agent.act(first, type="click", ref=save), await agent.act(typed, type="click", ref="e99999")]
 
 
@@ -153,9 +153,9 @@ async def test_a_second_session_cannot_write_while_the_first_holds_the_pages_wri
     second = await agent.observe(page="left")
     assert second.computer_session_id != first.computer_session_id
     held = fixture_server.stall("/stall/write")
-    writing = asyncio.ensure_future(agent.act(first, type="click", ref=ref_of(first.observation, '"Submit expense"')))
+    writing = asyncio.ensure_future(agent.act(first, type="click", ref=ref_of(first, '"Submit expense"')))
     await held.started()
-    assert_not_success(await agent.act(second, type="click", ref=ref_of(second.observation, "button")), "timeout")
+    assert_not_success(await agent.act(second, type="click", ref=ref_of(second, "button")), "timeout")
     held.release()
     await writing
     assert len(fixture_server.ledger.writes()) == 1
@@ -177,7 +177,7 @@ async def test_a_crashed_page_is_target_lost_for_act_and_verify(single, agent: A
     crash.cancel()
     with contextlib.suppress(BaseException):
         await crash
-    assert_not_success(await agent.act(seen, type="click", ref=ref_of(seen.observation, "button")), "target_lost")
+    assert_not_success(await agent.act(seen, type="click", ref=ref_of(seen, "button")), "target_lost")
     assert_not_success(await agent.verify(seen, type="title_matches", pattern="."), "target_lost")
 
 

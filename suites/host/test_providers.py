@@ -105,10 +105,9 @@ OBSERVED = ComputerUseResult(
     page=page(),
     observation='url: http://127.0.0.1:8000/form\ntitle: Subscribe\nelements 1-2 of 2:\n[e3] textbox "Email"\n'
     '[e4] button "Subscribe"',
-    screenshot_attached=True,
 )
 CLICKED = ComputerUseResult.model_validate(
-    {**OBSERVED.model_dump(), "frame_id": "f2", "screenshot_attached": False, "message": "click done"}
+    {**OBSERVED.model_dump(), "frame_id": "f2", "message": "click done"}
 )
 
 

@@ -56,10 +56,10 @@ async def test_enter_or_space_on_what_is_focused_is_checked_like_the_click_it_is
     assert_handed_over(await agent.act(seen, type="press", key="Enter"))
     assert_handed_over(await agent.act(seen, type="press", key=" "))
     # Typing into the order form is harmless; Enter in it submits "Place order".
-    seen = await agent.act(seen, type="type", ref=ref_of(seen.observation, "textbox", "Gift message"), text="Enjoy!")
+    seen = await agent.act(seen, type="type", ref=ref_of(seen, "textbox", "Gift message"), text="Enjoy!")
     assert seen.status == "ok", seen
     assert_handed_over(await agent.act(seen, type="press", key="Enter"))
-    seen = await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", "Save gift message"))
+    seen = await agent.act(seen, type="click", ref=ref_of(seen, "button", "Save gift message"))
     assert seen.status == "ok", seen
     assert written(fixture_server) == ["/evasion/gift"]
 
@@ -83,15 +83,15 @@ async def test_a_select_whose_change_submits_a_transfer_is_the_users(
 ) -> None:
     await single("/evasion/select")
     seen = await agent.observe(page="left")
-    standing = ref_of(seen.observation, "combobox", "Standing instruction")
+    standing = ref_of(seen, "combobox", "Standing instruction")
     assert_handed_over(
         await agent.act(seen, type="select", ref=standing, values=["Send €50 to savings ••• 2210 every week"])
     )
     seen = await agent.act(
-        seen, type="select", ref=ref_of(seen.observation, "combobox", "Statement language"), values=["Deutsch"]
+        seen, type="select", ref=ref_of(seen, "combobox", "Statement language"), values=["Deutsch"]
     )
     assert seen.status == "ok", seen
-    seen = await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", "Save"))
+    seen = await agent.act(seen, type="click", ref=ref_of(seen, "button", "Save"))
     assert seen.status == "ok", seen
     assert written(fixture_server) == ["/evasion/language"]
 
@@ -102,12 +102,12 @@ async def test_type_with_submit_is_checked_by_the_form_it_submits_not_the_textbo
 ) -> None:
     await single("/evasion/type-submit")
     seen = await agent.observe(page="left")
-    reference = ref_of(seen.observation, "Reference")
+    reference = ref_of(seen, "Reference")
     assert_handed_over(await agent.act(seen, type="type", ref=reference, text="INV-2231", submit=True))
     # The benign note, typed then saved by its button (open_claude_chrome declares type-with-submit a divergence).
-    seen = await agent.act(seen, type="type", ref=ref_of(seen.observation, "textbox", '"Note"'), text="Ring twice")
+    seen = await agent.act(seen, type="type", ref=ref_of(seen, "textbox", '"Note"'), text="Ring twice")
     assert seen.status == "ok", seen
-    seen = await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", "Save note"))
+    seen = await agent.act(seen, type="click", ref=ref_of(seen, "button", "Save note"))
     assert seen.status == "ok", seen
     assert written(fixture_server) == ["/evasion/note"]
 
@@ -130,7 +130,7 @@ async def test_login_card_and_captcha_are_found_by_structure_in_shadow_roots_and
 ) -> None:
     await single(path)
     seen = await agent.observe(page="left")
-    assert_handed_over(await agent.act(seen, type="click", ref=ref_of(seen.observation, trap_role, trap_name)))
+    assert_handed_over(await agent.act(seen, type="click", ref=ref_of(seen, trap_role, trap_name)))
     verified = await agent.verify(seen, type="text_present", text=read)
     assert verified.verified is True, verified  # reading stays allowed
     assert_no_writes(fixture_server)
@@ -170,7 +170,7 @@ async def test_disguised_and_foreign_language_names_and_other_roles_are_the_user
         assert_handed_over(acted, "option")
     # aria-label "Show details" over the visible words "Pay now": the first of two buttons named "Show details".
     assert_handed_over(await agent.act(seen, type="click", ref=ref_named(seen.observation, "button", "Show details")))
-    seen = await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", "Save and continue"))
+    seen = await agent.act(seen, type="click", ref=ref_of(seen, "button", "Save and continue"))
     assert seen.status == "ok", seen
     assert written(fixture_server) == ["/evasion/names/benign"]
 
@@ -181,11 +181,11 @@ async def test_a_control_that_renames_itself_under_the_pointer_is_refused_with_n
 ) -> None:
     await single("/evasion/hover")
     seen = await agent.observe(page="left")
-    assert_refused(await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", "Show details")))
+    assert_refused(await agent.act(seen, type="click", ref=ref_of(seen, "button", "Show details")))
     seen = await agent.act(
-        seen, type="type", ref=ref_of(seen.observation, "textbox", "Note"), text="Leave it", submit=False
+        seen, type="type", ref=ref_of(seen, "textbox", "Note"), text="Leave it", submit=False
     )
-    seen = await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", "Save note"))
+    seen = await agent.act(seen, type="click", ref=ref_of(seen, "button", "Save note"))
     assert seen.status == "ok", seen
     assert written(fixture_server) == ["/evasion/note2"]
 
@@ -220,7 +220,7 @@ async def test_a_chord_works_in_a_textbox_and_several_keys_in_one_press_are_refu
 ) -> None:
     await single("/dom_form/")
     seen = await agent.observe(page="left")
-    name = ref_of(seen.observation, '"Full name"')
+    name = ref_of(seen, '"Full name"')
     typed = await agent.act(seen, type="type", ref=name, text="Ada Lovelace")
     assert typed.status == "ok", typed
     chord = await agent.act(typed, type="press", key="Control+A")
@@ -266,7 +266,7 @@ class TestWithoutTheCommitRead:
     ) -> None:
         await single("/evasion/select")
         seen = await agent.observe(page="left")
-        standing = ref_of(seen.observation, "combobox", "Standing instruction")
+        standing = ref_of(seen, "combobox", "Standing instruction")
         sent = fixture_server.wait_for_request("/evasion/transfer")  # registered before acting
         await agent.act(seen, type="select", ref=standing, values=["Send €50 to savings ••• 2210 every week"])
         await sent

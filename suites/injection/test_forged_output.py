@@ -122,11 +122,11 @@ async def test_refs_planted_in_page_text_or_kept_from_the_previous_frame_resolve
 ) -> None:
     await single("/forgery/")
     first = await agent.observe(page="left")
-    old_save = ref_of(first.observation, "button", '"Save note"')
+    old_save = ref_of(first, "button", '"Save note"')
     seen = await agent.observe(computer_session_id=first.computer_session_id)
     await assert_planted_refs_resolve_to_nothing(agent, seen, [*PLANTED, old_save], fixture_server)
 
-    saved = await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", '"Save note"'))
+    saved = await agent.act(seen, type="click", ref=ref_of(seen, "button", '"Save note"'))
     assert saved.status == "ok", saved
     assert len(fixture_server.ledger.writes("/forgery/save")) == 1
     assert len(fixture_server.ledger.writes()) == 1

@@ -30,7 +30,7 @@ from runtime.app import Runtime
 from runtime.client import HostedClient
 from runtime.models import ComputerUseResult, Page
 from runtime.service import BackendFactory, Settings
-from suites.conftest import Agent, Desk, client_in_task
+from suites.conftest import Agent, Desk, client_in_task, ref_of
 from suites.parity.ledger import LEDGER
 
 WAIT = 15.0
@@ -107,7 +107,7 @@ class Run:
 
     async def observe(self, label: str, reqs: Iterable[str] = (), **arguments: Any) -> ComputerUseResult:
         result = await self.agent.call(command="observe", **arguments)
-        self._record(label, reqs, "observe", result, screenshot=result.screenshot_attached)
+        self._record(label, reqs, "observe", result, screenshot=result.image)
         return result
 
     async def act(
@@ -126,22 +126,21 @@ class Run:
         self._record(label, reqs, "verify", await self.agent.verify(seen, **assertion))
 
     def find(self, seen: ComputerUseResult, label: str, reqs: Iterable[str], *needles: str) -> str | None:
-        """The ref of the first element line with every needle, recorded as a step (None: not addressable)."""
-        for line in (seen.observation or "").splitlines():
-            if line.startswith("[") and all(needle in line for needle in needles):
-                ref = line[1 : line.index("]")]
-                break
-        else:
+        """The ref of the first element line with every needle the agent knows after `seen`, recorded as a step
+        (None: not addressable)."""
+        try:
+            ref: str | None = ref_of(seen, *needles)
+        except AssertionError:
             ref = None
         self.signature.steps.append(Step(label, tuple(reqs), "find", "ok", addressable=ref is not None))
         return ref
 
     def ref(self, seen: ComputerUseResult, *needles: str) -> str:
         """A ref the task cannot do without (every backend must offer it): a missing one fails the run loudly."""
-        for line in (seen.observation or "").splitlines():
-            if line.startswith("[") and all(needle in line for needle in needles):
-                return line[1 : line.index("]")]
-        raise AssertionError(f"{self.signature.backend}: no element with {needles} in:\n{seen.observation}")
+        try:
+            return ref_of(seen, *needles)
+        except AssertionError as exc:
+            raise AssertionError(f"{self.signature.backend}: {exc}") from None
 
     async def wait_in_page(self, condition: str) -> None:
         """Wait (bounded, in the page, through the lab's own hands) until a JS `condition` holds."""

@@ -51,7 +51,7 @@ CASES: dict[str, Case] = {
         "/dom_form/",
         lambda seen, server: {
             "type": "type",
-            "ref": ref_of(seen.observation, '"Full name"'),
+            "ref": ref_of(seen, '"Full name"'),
             "text": "Ada",
             "submit": True,
         },
@@ -62,7 +62,7 @@ CASES: dict[str, Case] = {
         "/dom_form/",
         lambda seen, server: {
             "type": "type",
-            "ref": ref_of(seen.observation, '"Delivery notes"'),
+            "ref": ref_of(seen, '"Delivery notes"'),
             "text": "Ring\ntwice",
         },
         "document.getElementById('notes').value === 'Ring\\ntwice'",
@@ -71,7 +71,7 @@ CASES: dict[str, Case] = {
         "/dom_form/",
         lambda seen, server: {
             "type": "select",
-            "ref": ref_of(seen.observation, "combobox", '"Country"'),
+            "ref": ref_of(seen, "combobox", '"Country"'),
             "values": ["jp"],
         },
         "document.getElementById('country').value === 'jp'",
@@ -81,7 +81,7 @@ CASES: dict[str, Case] = {
     ),
     "action:press-on-ref": Case(
         "/dom_form/",
-        lambda seen, server: {"type": "press", "ref": ref_of(seen.observation, '"Full name"'), "key": "Tab"},
+        lambda seen, server: {"type": "press", "ref": ref_of(seen, '"Full name"'), "key": "Tab"},
         "document.activeElement && document.activeElement.id === 'email'",
     ),
     "action:point-scroll": Case(

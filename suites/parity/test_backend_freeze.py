@@ -86,7 +86,9 @@ def figures(name: str, values: dict[str, object]) -> None:
 
 
 def names_backend(result: ComputerUseResult, backend: str) -> bool:
-    return result.message.endswith(f"with backend {backend}.") or f"with backend {backend};" in result.message
+    """The result names `backend` (its `backend` field), and its message names no other."""
+    others = [name for name in BACKENDS if name != backend and f"with backend {name}" in result.message]
+    return result.backend == backend and not others
 
 
 def assert_never_switched(tap: CDPTap, before: Mark, other: str, children_before: int) -> None:
@@ -110,7 +112,7 @@ async def change_the_setting_mid_session(desk: Desk, agent: Agent, tap: CDPTap, 
 
     desk.runtime.service.settings.backend = other  # the user changes the setting mid-session
     changed = Mark.now(tap)
-    typed = await agent.act(first, type="type", ref=ref_of(first.observation, '"Full name"'), text="Ada Lovelace")
+    typed = await agent.act(first, type="type", ref=ref_of(first, '"Full name"'), text="Ada Lovelace")
     assert typed.status == "ok", typed
     assert names_backend(typed, backend), typed.message
     act_conns, act_input = changed.since(), changed.input_since()
@@ -128,7 +130,7 @@ async def change_the_setting_mid_session(desk: Desk, agent: Agent, tap: CDPTap, 
     if executable(other) is not None:
         assert children_of_kind(other) == children_before + 1  # the new session's upstream
 
-    still = await agent.act(typed, type="click", ref=ref_of(typed.observation, '"This is a gift"'))
+    still = await agent.act(typed, type="click", ref=ref_of(typed, '"This is a gift"'))
     assert still.status == "ok", still
     assert names_backend(still, backend), still.message  # the first session is still on its backend
     figures(
@@ -214,14 +216,14 @@ async def fail_and_time_out(agent: Agent, desk: Desk, tap: CDPTap, fixture_serve
     changed = Mark.now(tap)
     backend = desk.runtime.service.sessions.live[seen.computer_session_id or ""].backend_name
     assert diverges("action:press-on-ref", backend), "this failure needs an action the backend refuses"
-    refused = await agent.act(seen, type="press", ref=ref_of(seen.observation, '"Submit expense"'), key="Enter")
+    refused = await agent.act(seen, type="press", ref=ref_of(seen, '"Submit expense"'), key="Enter")
     assert refused.status == "failed", refused
     seen = await agent.observe(computer_session_id=seen.computer_session_id)
     held = fixture_server.stall("/stall/write")
     # A runtime that retries on the new backend observes the Page first; while the write is held that waits for the
     # whole observe bound, which need not be the default 30 s for the check to see the retry.
     desk.runtime.service.settings.observe_timeout = 8.0
-    timed_out = await agent.act(seen, type="click", ref=ref_of(seen.observation, '"Submit expense"'))
+    timed_out = await agent.act(seen, type="click", ref=ref_of(seen, '"Submit expense"'))
     assert timed_out.reason_code == "timeout", timed_out
     await held.started()  # the write arrived (it is counted on arrival); its answer is still held
     held.release(text="<title>Expense submitted</title>", content_type="text/html")
@@ -280,7 +282,7 @@ async def add_a_note(agent: Agent, server: FixtureServer) -> None:
     second click at all: each waits on the pending navigation, so a variant that clicks twice is caught here.)"""
     seen = await agent.observe(page="left")
     arrived = server.wait_for_request("/race/note")
-    added = await agent.act(seen, type="click", ref=ref_of(seen.observation, '"Add a note"'))
+    added = await agent.act(seen, type="click", ref=ref_of(seen, '"Add a note"'))
     assert added.status == "ok", added
     await arrived  # the click's write reached the server (bounded)
 

@@ -16,8 +16,8 @@ async def test_a_login_form_is_the_users_to_fill_and_submit(
 ) -> None:
     await single("/login/")
     seen = await agent.observe(page="left")
-    assert_handed_over(await agent.act(seen, type="type", ref=ref_of(seen.observation, "textbox"), text="ada"))
-    assert_handed_over(await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", "Sign in")))
+    assert_handed_over(await agent.act(seen, type="type", ref=ref_of(seen, "textbox"), text="ada"))
+    assert_handed_over(await agent.act(seen, type="click", ref=ref_of(seen, "button", "Sign in")))
     assert_no_writes(fixture_server)
 
 
@@ -25,7 +25,7 @@ async def test_a_login_form_is_the_users_to_fill_and_submit(
 async def test_a_captcha_is_the_users_to_solve(single, agent: Agent, fixture_server: FixtureServer) -> None:
     await single("/captcha/")
     seen = await agent.observe(page="left")
-    assert_handed_over(await agent.act(seen, type="click", ref=ref_of(seen.observation, "checkbox")))
+    assert_handed_over(await agent.act(seen, type="click", ref=ref_of(seen, "checkbox")))
     assert_no_writes(fixture_server)
 
 
@@ -36,7 +36,7 @@ async def test_a_payment_or_deletion_is_the_users_to_confirm(
 ) -> None:
     await single("/sensitive/")
     seen = await agent.observe(page="left")
-    assert_handed_over(await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", button)))
+    assert_handed_over(await agent.act(seen, type="click", ref=ref_of(seen, "button", button)))
     assert_no_writes(fixture_server)
 
 
@@ -53,7 +53,7 @@ async def test_a_dialog_an_action_opens_is_left_to_the_user_and_the_page_is_usab
     dialog = hands.wait_for_event("Page.javascriptDialogOpening", session_id=user)  # registered before acting
     seen = await agent.observe(page="left")
 
-    acted = await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", "Email me these invoices"))
+    acted = await agent.act(seen, type="click", ref=ref_of(seen, "button", "Email me these invoices"))
     assert "Email 2 invoices" in (await dialog)["message"]
     assert_handed_over(acted)
     assert "dialog" in acted.message
@@ -94,7 +94,7 @@ async def test_the_no_write_check_catches_a_runtime_that_answers_the_dialog_itse
     await single("/sensitive/")
     seen = await agent.observe(page="left")
     sent = fixture_server.wait_for_request("/sensitive/invoices")  # registered before acting
-    await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", "Email me these invoices"))
+    await agent.act(seen, type="click", ref=ref_of(seen, "button", "Email me these invoices"))
     await sent
     with pytest.raises(AssertionError, match="real writes"):
         assert_no_writes(fixture_server)
@@ -115,10 +115,9 @@ async def test_the_no_write_check_catches_a_runtime_without_policy(
 ) -> None:
     await single("/login/")
     seen = await agent.observe(page="left")
-    seen = await agent.act(seen, type="type", ref=ref_of(seen.observation, "textbox"), text="ada@example.com")
-    for line in (seen.observation or "").splitlines():
-        if "textbox" in line and "assword" in line:
-            seen = await agent.act(seen, type="type", ref=line[1 : line.index("]")], text="hunter2")
-    await agent.act(seen, type="click", ref=ref_of(seen.observation, "button", "Sign in"))
+    seen = await agent.act(seen, type="type", ref=ref_of(seen, "textbox"), text="ada@example.com")
+    if "assword" in seen.known:  # a password field, if the backend lists it as a textbox
+        seen = await agent.act(seen, type="type", ref=ref_of(seen, "textbox", "assword"), text="hunter2")
+    await agent.act(seen, type="click", ref=ref_of(seen, "button", "Sign in"))
     with pytest.raises(AssertionError, match="real writes"):
         assert_no_writes(fixture_server)

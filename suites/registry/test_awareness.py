@@ -77,10 +77,10 @@ class Mark:
 
 async def submit_on(agent: Agent, seen: ComputerUseResult, name: str) -> ComputerUseResult:
     """Type a name and press "Save and continue" on the session and frame chain of `seen`: one real write."""
-    typed = await agent.act(seen, type="type", ref=ref_of(seen.observation, '"Full name"'), text=name)
+    typed = await agent.act(seen, type="type", ref=ref_of(seen, '"Full name"'), text=name)
     assert typed.status == "ok", typed
     assert typed.computer_session_id == seen.computer_session_id
-    done = await agent.act(typed, type="click", ref=ref_of(typed.observation, '"Save and continue"'))
+    done = await agent.act(typed, type="click", ref=ref_of(typed, '"Save and continue"'))
     assert done.status == "ok", done
     return done
 
@@ -342,7 +342,7 @@ async def check_refused_after(
         command="act",
         computer_session_id=seen.computer_session_id,
         frame_id=seen.frame_id,
-        action={"type": "click", "ref": ref_of(seen.observation, '"Save and continue"')},
+        action={"type": "click", "ref": ref_of(seen, '"Save and continue"')},
     )
     assert refused.status == "failed", f"the act was not refused: {refused}"
     assert refused.reason_code == expected.value, f"expected exactly {expected.value}: {refused}"

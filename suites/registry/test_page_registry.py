@@ -94,7 +94,7 @@ async def test_a_popup_becomes_a_new_page_that_is_not_authorized_until_the_host_
             registered.set_result(page)
 
     registry.listen(on_change)
-    opened = await agent.act(seen, type="click", ref=ref_of(seen.observation, "button"))
+    opened = await agent.act(seen, type="click", ref=ref_of(seen, "button"))
     assert opened.status == "ok", opened
     popup = await asyncio.wait_for(registered, 10)
     assert [p.registry_page_id for p in registry.pages() if p.opener_page_id] == [popup.registry_page_id]
@@ -104,6 +104,6 @@ async def test_a_popup_becomes_a_new_page_that_is_not_authorized_until_the_host_
 
     desk.turn = desk.runtime.host.start_turn([popup.registry_page_id])  # the user authorizes the popup
     child = await agent.observe(page=popup.registry_page_id)
-    confirmed = await agent.act(child, type="click", ref=ref_of(child.observation, "button", "Confirm"))
+    confirmed = await agent.act(child, type="click", ref=ref_of(child, "button", "Confirm"))
     assert confirmed.status == "ok", confirmed
     assert [w.path for w in fixture_server.ledger.writes()] == ["/popup/confirm"]

@@ -217,7 +217,7 @@ async def cancel_a_held_submit(agent: Agent, server: FixtureServer) -> Cancelled
     """Observe the expense form, submit it, and cancel the act while the server holds its POST."""
     seen = await agent.observe(page="left")
     held = server.stall("/stall/write")
-    submit = ref_of(seen.observation, '"Submit expense"')
+    submit = ref_of(seen, '"Submit expense"')
     call = asyncio.ensure_future(agent.act(seen, type="click", ref=submit))
     await held.started()
     assert not call.done(), f"the act answered while its write was held: {call.result()}"
@@ -243,7 +243,7 @@ async def assert_cancellation_honoured(desk: Desk, agent: Agent, server: Fixture
     codes = [r.code for r in records]
     assert "ok" not in codes, f"the server reported success for the cancelled act: {records}"
     assert codes == ["cancelled"], f"the server's record of the cancelled act: {records}"
-    submit = ref_of(act.seen.observation, '"Submit expense"')
+    submit = ref_of(act.seen, '"Submit expense"')
     assert_outcome(await within(agent.act(act.seen, type="click", ref=submit), CALL_LIMIT), "stale_observation")
 
     act.held.release(text="<!doctype html><title>Expense submitted</title><h1>Submitted</h1>", content_type="text/html")

@@ -61,7 +61,7 @@ async def submit_and_hold(
 ) -> asyncio.Future:
     """Click "Submit expense" and return the pending act once its POST has reached the server and is held there."""
     held = server.stall("/stall/write")
-    click = {"type": "click", "ref": ref_of(seen.observation, '"Submit expense"')}
+    click = {"type": "click", "ref": ref_of(seen, '"Submit expense"')}
     call = asyncio.ensure_future(
         agent.call(
             request, command="act", computer_session_id=seen.computer_session_id, frame_id=seen.frame_id, action=click
@@ -158,7 +158,7 @@ async def test_a_browser_killed_during_a_held_write_is_target_lost_for_that_call
             "command": "act",
             "computer_session_id": session_id,
             "frame_id": frame,
-            "action": {"type": "click", "ref": ref_of(seen.observation, '"Refresh balance"')},
+            "action": {"type": "click", "ref": ref_of(seen, '"Refresh balance"')},
         },
         "verify on it": {
             "command": "verify",
@@ -192,7 +192,7 @@ async def test_a_click_that_closes_its_own_window_is_target_lost_never_a_hang(
         session = recorded.only()
         await hands.send("Target.setDiscoverTargets", {"discover": True})
         closed = hands.wait_for_event("Target.targetDestroyed", predicate=lambda p: p["targetId"] == page.cdp_target_id)
-        click = agent.act(seen, type="click", ref=ref_of(seen.observation, '"Finish and close window"'))
+        click = agent.act(seen, type="click", ref=ref_of(seen, '"Finish and close window"'))
 
         result = await within(click, ACT_LIMIT, "the click that closed the window")
         await closed  # the window really closed: the page's own script did it
@@ -224,7 +224,7 @@ async def end_the_loop(cdp: CDPClient, session: str) -> None:
 async def click_into_an_endless_loop(agent: Agent) -> tuple[ComputerUseResult, ComputerUseResult]:
     """Observe the till, click "Recalculate forecast" (its handler never returns); return (observation, answer)."""
     seen = await agent.observe(page="left")
-    recalculate = agent.act(seen, type="click", ref=ref_of(seen.observation, '"Recalculate forecast"'))
+    recalculate = agent.act(seen, type="click", ref=ref_of(seen, '"Recalculate forecast"'))
     return seen, await within(recalculate, ACT_TIMEOUT + SLACK, "the click into an endless loop")
 
 

@@ -47,8 +47,8 @@ BACKEND_CLASSES = (PlaywrightMCPBackend, ChromeDevToolsMCPBackend, OpenClaudeChr
 def assert_observed_deep(seen: ComputerUseResult) -> None:
     assert seen.reason_code != "target_lost", f"a deep page was reported lost: {seen.message}"
     assert seen.status == "ok", seen
-    ref_of(seen.observation, '"Show catalogue"')
-    ref_of(seen.observation, '"Order sample"')
+    ref_of(seen, '"Show catalogue"')
+    ref_of(seen, '"Order sample"')
 
 
 @pytest.mark.xfail_on(

@@ -50,7 +50,7 @@ async def lease_held(desk: Desk, name: str) -> AsyncIterator[WriteLease]:
 
 def click_add(agent: Agent, request: ProviderRequest, seen: ComputerUseResult) -> asyncio.Future[ComputerUseResult]:
     """One tool call of `request`: click "Add a note" on the session and latest frame of `seen`."""
-    action = {"type": "click", "ref": ref_of(seen.observation, "button", ADD)}
+    action = {"type": "click", "ref": ref_of(seen, "button", ADD)}
     return asyncio.ensure_future(
         agent.call(
             request, command="act", computer_session_id=seen.computer_session_id, frame_id=seen.frame_id, action=action

@@ -131,7 +131,7 @@ def lift_limits(monkeypatch: pytest.MonkeyPatch) -> None:
 async def observed_dom_form(single: Callable[..., Any], agent: Agent) -> tuple[ComputerUseResult, str]:
     await single("/dom_form/")
     seen = await agent.observe(page="left")
-    return seen, ref_of(seen.observation, '"Full name"')
+    return seen, ref_of(seen, '"Full name"')
 
 
 @pytest.mark.req("bounds:every-input", "bounds:before-backend", "reason:invalid_arguments")

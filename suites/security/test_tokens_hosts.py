@@ -57,7 +57,7 @@ async def both(*calls: Any) -> list[ComputerUseResult]:
 
 
 async def act_type(agent: Agent, request: ProviderRequest, seen: ComputerUseResult, text: str) -> ComputerUseResult:
-    ref = ref_of(seen.observation, '"Full name"')
+    ref = ref_of(seen, '"Full name"')
     return await agent.call(
         request,
         command="act",

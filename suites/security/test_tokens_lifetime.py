@@ -97,7 +97,7 @@ async def check_expired_token_refused(
         ).structured_content
     )
     assert seen.status == "ok", seen
-    save = ref_of(seen.observation, '"Save and continue"')
+    save = ref_of(seen, '"Save and continue"')
     tool_call, token = request.mint(agent.client.connection)
     clock.now += lifetime
     tap.clear()

@@ -89,7 +89,7 @@ def test_a_frame_shows_its_own_refs_maps_them_back_and_frames_its_text_with_its_
     lines = text.splitlines()
     assert lines[0] == f"<page nonce={frame.snapshot.nonce}>"
     assert lines[-1] == f"</page nonce={frame.snapshot.nonce}>"
-    assert new_prefix(avoid="qfz") != "qfz"
+    assert new_prefix({"qfz"}) != "qfz"
 
 
 @pytest.mark.req("injection:utf16")

@@ -59,9 +59,9 @@ def screenshot_on_every_snapshot(factory: BackendFactory) -> BackendFactory:
 
 async def dom_flow(agent: Agent) -> ComputerUseResult:
     seen = await agent.observe(page="left")
-    seen = await agent.act(seen, type="type", ref=ref_of(seen.observation, '"Full name"'), text="Grace Hopper")
-    seen = await agent.act(seen, type="select", ref=ref_of(seen.observation, "combobox", '"Country"'), values=["Japan"])
-    seen = await agent.act(seen, type="click", ref=ref_of(seen.observation, '"This is a gift"'))
+    seen = await agent.act(seen, type="type", ref=ref_of(seen, '"Full name"'), text="Grace Hopper")
+    seen = await agent.act(seen, type="select", ref=ref_of(seen, "combobox", '"Country"'), values=["Japan"])
+    seen = await agent.act(seen, type="click", ref=ref_of(seen, '"This is a gift"'))
     assert seen.status == "ok", seen
     checked = await agent.verify(
         seen, type="element_state", role="checkbox", name="This is a gift", state="checked", expected=True
@@ -96,7 +96,7 @@ async def test_a_canvas_observation_takes_one_screenshot_the_runtime_counts_and_
 ) -> None:
     desk: Desk = await single("/canvas/?seat=17")
     seen = await agent.observe(page="left", detail="visual")
-    assert seen.screenshot_attached
+    assert seen.image
     assert screenshots(tap) == 1
     assert seen.screenshots == 1, seen
     assert_runtime_counts_every_screenshot(seen, tap, desk.target("A"))
@@ -161,6 +161,6 @@ async def test_the_screenshot_count_check_catches_a_runtime_that_forgets_to_coun
     monkeypatch.setattr(ComputerSession, "screenshot", screenshot_uncounted)
     desk: Desk = await single("/canvas/")
     seen = await agent.observe(page="left", detail="visual")
-    assert seen.screenshot_attached, seen
+    assert seen.image, seen
     with pytest.raises(AssertionError, match="the runtime reports 0 screenshots; its Page received 1 "):
         assert_runtime_counts_every_screenshot(seen, tap, desk.target("A"))
