@@ -50,7 +50,7 @@ class PrerequisiteMissing(RuntimeError):
 
 def find_chromium() -> str:
     explicit = os.environ.get("CHROMIUM")
-    for candidate in ((explicit,) if explicit else CANDIDATES):
+    for candidate in (explicit,) if explicit else CANDIDATES:
         path = shutil.which(candidate) if not os.path.isabs(candidate) else candidate
         if path and os.access(path, os.X_OK):
             return path

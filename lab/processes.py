@@ -48,9 +48,7 @@ def children_running(parent: int, needle: str) -> list[Proc]:
 
     Direct children of one process, not a system-wide `pgrep`: other test runs on the same machine start the same
     servers, and only ours say anything about the system under test."""
-    return [
-        p for p in processes() if p.ppid == parent and p.state not in ("Z", "X") and needle in command_line(p.pid)
-    ]
+    return [p for p in processes() if p.ppid == parent and p.state not in ("Z", "X") and needle in command_line(p.pid)]
 
 
 def alive_in_group(pgid: int) -> list[Proc]:
