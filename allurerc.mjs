@@ -13,6 +13,8 @@ export default {
       options: {
         singleFile: true,
         reportLanguage: "en",
+        // Browse by release proof, then backend, then requirement (labels set in suites/conftest.py).
+        groupBy: ["epic", "feature", "story"],
       },
     },
   },

@@ -24,6 +24,8 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ __all__ = [
     "RESULTS_DIR",
     "ReportError",
     "Summary",
+    "attach_globals",
     "build",
     "embedded_files",
     "main",
@@ -51,6 +54,12 @@ RESULTS_DIR = REPO_ROOT / "reports" / "allure-results"
 REPORT_DIR = REPO_ROOT / "reports" / "allure-report"
 
 STATUSES = ("passed", "failed", "broken", "skipped", "unknown")
+GLOBALS = (
+    ("cost summary", REPO_ROOT / "reports" / "costs" / "summary.txt", "text/plain"),
+    ("budgets (plot)", REPO_ROOT / "reports" / "costs" / "budgets.svg", "image/svg+xml"),
+    ("parity table", REPO_ROOT / "docs" / "parity.md", "text/markdown"),
+)
+"""Run-wide evidence attached to the report's front page (name, file, type); `make lab` writes the costs first."""
 
 # The Awesome template's analytics: an external gtag.js loader plus the inline script that configures it.
 _ANALYTICS = re.compile(
@@ -153,6 +162,7 @@ def build(
         if any(report_dir.iterdir()) and not (report_dir / "index.html").exists():
             raise ReportError(f"{_rel(report_dir)} exists and does not look like an Allure report; not replacing it")
         shutil.rmtree(report_dir)  # a stale report must never survive a failed generation
+    attach_globals(results_dir)
     command = [str(cli), "generate", "--config", str(config), "--output", str(report_dir), str(results_dir)]
     proc = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     index = report_dir / "index.html"
@@ -165,6 +175,24 @@ def build(
     if external:
         raise ReportError(f"{_rel(index)} is not offline: it still loads {external[0]}")
     return index
+
+
+def attach_globals(results_dir: Path, files: Sequence[tuple[str, Path, str]] | None = None) -> list[str]:
+    """Put the run-wide evidence on the report's front page: Allure 3 reads `*-globals.json` in the results as the
+    report's global attachments. Each file that exists is copied in; returns the names attached."""
+    attached = []
+    entries = []
+    for name, path, mime in GLOBALS if files is None else files:
+        if not path.is_file():
+            continue
+        source = f"{uuid.uuid4()}-attachment{path.suffix}"
+        shutil.copyfile(path, results_dir / source)
+        entries.append({"name": name, "source": source, "type": mime, "timestamp": int(time.time() * 1000)})
+        attached.append(name)
+    if entries:
+        globals_file = results_dir / f"{uuid.uuid4()}-globals.json"
+        globals_file.write_text(json.dumps({"attachments": entries, "errors": []}), encoding="utf-8")
+    return attached
 
 
 def _rel(path: Path) -> str:

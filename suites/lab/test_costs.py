@@ -38,3 +38,13 @@ def test_the_summary_prints_every_recorded_figure_and_marks_the_ones_over_budget
 def test_no_recorded_figures_is_an_error_not_an_empty_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(costs, "COSTS", tmp_path / "missing")
     assert costs.main() == 2
+
+
+def test_the_plot_draws_every_budgeted_figure_against_its_budget_and_marks_the_ones_over_it() -> None:
+    svg = costs.plot(
+        {"act-delta": {"tokens": 129, "budget": 150}, "latency": {"ratio": 1.3, "budget_ratio": 1.1}, "n": {"x": 1}}
+    )
+    assert svg.count("<rect x=") == 2  # one bar per budgeted figure; a record without a budget draws none
+    assert "129 / 150 (86%)" in svg
+    assert "1.3 / 1.1 (118%)" in svg
+    assert svg.count('fill="#c1121f"') == 1  # only the figure over its budget is red
