@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from backends.common.normalize import INTERACTIVE_ROLES, VALUE_ROLES, AriaNode, compact, normalize
+from backends.common.normalize import FIELD_ROLES, INTERACTIVE_ROLES, VALUE_ROLES, AriaNode, compact, normalize
 from runtime.backend import Snapshot
 
 __all__ = ["UID", "SnapshotFormatError", "nodes_of", "parse_snapshot", "parse_tree"]
@@ -100,7 +100,7 @@ def _convert(tree: Mapping[str, Any], ambiguous: set[str]) -> AriaNode | None:
         if not isinstance(raw_role, str) or raw_role in DROPPED_ROLES:
             converted[id(node)] = None
             continue
-        role = ROLE_MAP.get(raw_role, raw_role)
+        role = "textbox" if raw_role in FIELD_ROLES else ROLE_MAP.get(raw_role, raw_role)
         name = _str(node.get("name"))
         uid = node.get("id")
         if not isinstance(uid, str) or not UID.fullmatch(uid):
@@ -108,7 +108,7 @@ def _convert(tree: Mapping[str, Any], ambiguous: set[str]) -> AriaNode | None:
         if role == "text":
             converted[id(node)] = AriaNode("text", text=name, depth=depth)
             continue
-        kids = node.get("children") or []
+        kids = [] if raw_role in FIELD_ROLES else node.get("children") or []  # the browser's own parts of the field
         if not done:
             stack.append((node, depth, parent, True))
             stack.extend((child, depth + 1, role, False) for child in reversed(kids))

@@ -43,6 +43,10 @@ INTERACTIVE_ROLES = frozenset(
         "gridcell",
     }
 )
+FIELD_ROLES = frozenset({"Date", "DateTime", "InputTime"})
+"""Chromium's own roles for `<input type=date|datetime-local|time>`, listed as one `textbox` with its label, the way
+`@playwright/mcp` lists it. chrome-devtools-mcp also lists the browser's own parts of the field (Month, Day and Year
+spinbuttons, each named twice, and a "Show date picker" button), which no page made and no other backend shows."""
 # Roles whose state is a checked flag; absent [checked] means unchecked.
 CHECKABLE_ROLES = frozenset({"checkbox", "radio", "switch", "menuitemcheckbox", "menuitemradio"})
 # Roles whose single text child is the current value, not a label.

@@ -18,13 +18,14 @@ from fixtures_sites.scenarios import (
     popup,
     port_scan,
     race,
+    realistic,
     sensitive,
     stall,
 )
 
 MODULES = (
     home, dom_form, catalogue, canvas, popup, captcha, login, sensitive, injection, frames, stall, chat, faults, race,
-    port_scan, evasion, forgery, huge, canary,
+    port_scan, evasion, forgery, huge, canary, realistic,
 )
 
 ROUTES = tuple(route for module in MODULES for route in module.ROUTES)

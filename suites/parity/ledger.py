@@ -337,7 +337,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req(
         "injection:refs-unguessable",
         UNTRUSTED,
-        "refs planted in page text or kept from the previous frame give stale_observation with 0 writes",
+        "refs planted in page text or kept from an earlier observation give stale_observation with 0 writes "
+        "(an act's frame keeps only the refs of the elements the act left the same)",
     ),
     _req("keys:one-chord", UNTRUSTED, "press is exactly one key or chord; several keys are invalid_arguments, 0 CDP"),
     _req(
@@ -547,6 +548,29 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "every element stays reachable through follow-up reads of the same frame",
     ),
     _req("bench:act-latency", "issue 3: budgets", "act latency against the raw upstream is measured (not asserted)"),
+    _req(
+        "bench:overhead",
+        "issue 13: cost",
+        "the runtime's own time per act beyond its backend's (p50) is measured per phase, budget 5 ms (not asserted)",
+    ),
+    _req(
+        "budget:realistic-pages",
+        "issue 13: cost",
+        "on a link-heavy article, a shop listing with image links and a form with help text, every interactive "
+        "element is listed, named alike on every backend, within 15 tokens per element (target 10, recorded)",
+    ),
+    _req(
+        "delta:changes-only",
+        "issue 13: cost",
+        "after a write, act tells only what changed against the act's frame (changed, added, removed, unchanged "
+        "count); an act that changes one element of the catalogue costs at most 150 tokens",
+    ),
+    _req(
+        "delta:refs-kept",
+        "issue 13: cost",
+        "the ref of an element that is still the same after an act is the same element in the new frame; "
+        "nothing is carried across documents",
+    ),
     # -- the scoped gateway ------------------------------------------------------------------------------------
     _req("gateway:discovery-only-bound", "DESIGN §3.3", "target discovery (HTTP and CDP) shows only the bound Page"),
     _req(
@@ -610,6 +634,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     # -- the lab and pure rules ----------------------------------------------------------------------------------
     _req("lab:browser", "DESIGN §5", "Chromium launches and closes cleanly, or says in one line why not"),
     _req("lab:costs", "DESIGN §7 (cost benchmarks)", "the cost summary flags every figure above its budget"),
+    _req(
+        "lab:report",
+        "issue 13: cost",
+        "the report carries the cost summary, its plot and the parity table on its front page, and groups tests by "
+        "release proof, backend and requirement",
+    ),
     _req("lab:fixture-server", "DESIGN §5", "stall routes, bounded waits, reset"),
     _req("lab:ledger", "DESIGN §5", "one real write is one ledger row, read once, per test"),
     _req("lab:scenarios", "DESIGN §5", "every scenario's routes, writes and attacker endpoint behave as declared"),
