@@ -26,9 +26,8 @@ from runtime.backend import Element
 
 @dataclass(frozen=True)
 class Delta:
-    """The change from frame `since` to a new frame: `elements` are the new frame's, refs assigned."""
+    """The change from the act's frame to a new frame: `elements` are the new frame's, refs assigned."""
 
-    since: str
     elements: tuple[Element, ...]
     changed: frozenset[int]
     """Positions (in `elements`) of elements that kept their ref but read differently now."""
@@ -41,7 +40,7 @@ class Delta:
         return len(self.elements) - len(self.changed) - len(self.added)
 
 
-def carry(since: str, shown: Sequence[Element], old: Sequence[Element], new: Sequence[Element], prefix: str) -> Delta:
+def carry(shown: Sequence[Element], old: Sequence[Element], new: Sequence[Element], prefix: str) -> Delta:
     """The new snapshot's elements with the agent's refs.
 
     `shown` are the old frame's elements as the agent read them (runtime refs), `old` the backend's elements behind
@@ -62,7 +61,7 @@ def carry(since: str, shown: Sequence[Element], old: Sequence[Element], new: Seq
         elements.append(replace(element, ref=ref))
     gone = set(held.values())
     removed = tuple(agent.ref for agent in shown if agent.ref in gone)
-    return Delta(since, tuple(elements), frozenset(changed), frozenset(added), removed)
+    return Delta(tuple(elements), frozenset(changed), frozenset(added), removed)
 
 
 def _state(element: Element) -> tuple[str | None, bool | None, bool]:

@@ -139,7 +139,7 @@ def render(snapshot: Snapshot, detail: str, offset: int = 0) -> tuple[str, int |
 
 
 def render_delta(snapshot: Snapshot, before: Snapshot, delta: Delta, detail: str) -> str | None:
-    """What changed since the act's frame (`delta.since`), as the agent reads it; None when it does not fit.
+    """What changed since the act's frame (`before`), as the agent reads it; None when it does not fit.
 
     The lines of changed (`~`) and added (`+`) elements in document order, the refs of removed ones on one line,
     and url, title and text only if they changed; the unchanged elements are counted, their refs stay valid."""

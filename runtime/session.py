@@ -141,7 +141,7 @@ class ComputerSession:
         if since is not None and document is not None and since.document == document:
             avoid = {self._prefix, *(e.ref[:PREFIX_CHARS] for e in since.snapshot.elements)}
             self._prefix = new_prefix(avoid)
-            delta = carry(since.id, since.snapshot.elements, since.upstream.elements, snapshot.elements, self._prefix)
+            delta = carry(since.snapshot.elements, since.upstream.elements, snapshot.elements, self._prefix)
             shown = view(snapshot, self._prefix, delta.elements)
         else:
             self._prefix = new_prefix({self._prefix})

@@ -120,15 +120,15 @@ async def test_a_ref_held_from_before_an_act_that_inserted_an_element_above_it_s
     await held_ref_flow(desk, agent, fixture_server)
 
 
-def by_position(since, shown, old, new, prefix):  # type: ignore[no-untyped-def]
+def by_position(shown, old, new, prefix):  # type: ignore[no-untyped-def]
     """A broken carry: the element at each position takes the ref shown at that position before (what a delta
     without element identity would do)."""
-    honest = delta.carry(since, shown, old, new, prefix)
+    honest = delta.carry(shown, old, new, prefix)
     refs = [e.ref for e in shown]
     elements = tuple(
         e if i >= len(refs) else type(e)(**{**vars(e), "ref": refs[i]}) for i, e in enumerate(honest.elements)
     )
-    return type(honest)(since, elements, honest.changed, honest.added, honest.removed)
+    return type(honest)(elements, honest.changed, honest.added, honest.removed)
 
 
 @pytest.mark.negative_control

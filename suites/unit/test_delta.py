@@ -32,7 +32,7 @@ def test_an_element_inserted_before_others_is_added_and_every_other_keeps_its_re
     old = upstream(*ROWS)
     shown = shown_of(old)
     new = upstream(("e9", "button", "Save Z"), *ROWS)
-    delta = carry("f1", shown, old, new, "xyz")
+    delta = carry(shown, old, new, "xyz")
     assert [e.ref for e in delta.elements] == ["xyz1", "abc1", "abc2", "abc3"]
     assert [e.name for e in delta.elements] == ["Save Z", "Save A", "Save B", "Save C"]
     assert (delta.added, delta.changed, delta.removed, delta.unchanged) == ({0}, set(), (), 3)
@@ -42,7 +42,7 @@ def test_elements_that_read_alike_are_told_apart_by_the_backend_ref_not_by_posit
     old = upstream(("e1", "button", "Delete"), ("e2", "button", "Delete"), ("e3", "button", "Delete"))
     shown = shown_of(old)
     new = upstream(("e1", "button", "Delete"), ("e3", "button", "Delete"))  # the second row went
-    delta = carry("f1", shown, old, new, "xyz")
+    delta = carry(shown, old, new, "xyz")
     assert [e.ref for e in delta.elements] == ["abc1", "abc3"]
     assert delta.removed == ("abc2",)
 
@@ -50,7 +50,7 @@ def test_elements_that_read_alike_are_told_apart_by_the_backend_ref_not_by_posit
 def test_a_typed_value_is_a_change_that_keeps_the_ref() -> None:
     old = upstream(("e1", "textbox", "Name"), ("e2", "button", "Send"))
     new = upstream(("e1", "textbox", "Name"), ("e2", "button", "Send"), value={"e1": "Ada"})
-    delta = carry("f1", shown_of(old), old, new, "xyz")
+    delta = carry(shown_of(old), old, new, "xyz")
     assert [e.ref for e in delta.elements] == ["abc1", "abc2"]
     assert (delta.changed, delta.added) == ({0}, set())
 
@@ -58,7 +58,7 @@ def test_a_typed_value_is_a_change_that_keeps_the_ref() -> None:
 def test_a_renamed_element_gets_a_new_ref_so_a_held_ref_never_means_something_that_reads_differently() -> None:
     old = upstream(("e1", "button", "Show more"))
     new = upstream(("e1", "button", "Show less"))  # same backend ref (an upstream that keeps it), new name
-    delta = carry("f1", shown_of(old), old, new, "xyz")
+    delta = carry(shown_of(old), old, new, "xyz")
     assert [e.ref for e in delta.elements] == ["xyz1"]
     assert (delta.added, delta.removed) == ({0}, ("abc1",))
 
