@@ -28,6 +28,7 @@ from runtime.app import Runtime
 from runtime.browser import PrivateChromium
 from runtime.mcp.http import TOKEN_ENV, ExposureRefused, check_exposure, read_token, serve_http
 from runtime.mcp.stdio import run_stdio
+from runtime.observation import OBSERVATION_TOKENS
 from runtime.service import Settings
 
 COMMANDS = "computer_use.commands"
@@ -37,7 +38,8 @@ COMMANDS = "computer_use.commands"
 async def serve(args: argparse.Namespace, token: str | None) -> None:
     chromium = await PrivateChromium.launch() if args.launch else None
     endpoint = chromium.endpoint if chromium else args.cdp_endpoint
-    runtime = await Runtime.connect(endpoint, settings=Settings(backend=args.backend))
+    settings = Settings(backend=args.backend, observation_tokens=args.observation_tokens)
+    runtime = await Runtime.connect(endpoint, settings=settings)
     try:
         if args.transport == "stdio":
             await run_stdio(runtime.server)
@@ -47,6 +49,13 @@ async def serve(args: argparse.Namespace, token: str | None) -> None:
         await runtime.close()
         if chromium is not None:
             await chromium.close()
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--cdp-endpoint", help="a browser's CDP endpoint, e.g. http://127.0.0.1:9222")
     source.add_argument("--launch", action="store_true", help="launch a private headless Chromium")
     run.add_argument("--backend", default="playwright_mcp", help="backend for new ComputerSessions")
+    run.add_argument(
+        "--observation-tokens",
+        type=_positive,
+        default=OBSERVATION_TOKENS,
+        help="cap of one observation in estimated tokens (the rest follows with next_offset)",
+    )
     for command in entry_points(group=COMMANDS):
         command.load()(commands)
     args = parser.parse_args(argv)

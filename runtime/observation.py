@@ -1,8 +1,10 @@
 """Rendering a Snapshot as the bounded text an agent reads, and keeping page text from passing for runtime output.
 
 Budget: an interactive element costs one short line, `[ref] role "name"` plus its state, so a page's elements
-cost a handful of tokens each instead of the URLs and ids a raw snapshot carries. What does not fit stays
-reachable: `next_offset` continues the same frame's element list.
+cost a handful of tokens each instead of the URLs and ids a raw snapshot carries. One observation is capped
+(`Settings.observation_tokens`, about 2,000 tokens, estimated by `estimate`): what does not fit stays reachable,
+`next_offset` continues the same frame's element list, in the frame's order (the elements in the viewport first
+when they do not all fit: `runtime/viewport.py`).
 
 Untrusted content: every string a page controls (names, values, url, title, text, previews, assertion failures)
 goes through `clean` before an agent reads it, so none can start a line, close a quote, or break the transport:
@@ -22,6 +24,7 @@ frame: a page cannot know it, and cannot start a line to fake it anyway.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a leaf module: models import `clean`, and the backend contract imports the models
@@ -37,7 +40,15 @@ PREVIEW_CHARS = 160
 FAILURE_CHARS = 200
 """Characters of a page's url, title, name or value quoted in a verification failure."""
 TEXT_CHARS = {"interactive": 600, "full": 6000}
-ELEMENT_CHARS = 6000  # one observation's element list, in characters (≈ 1,500 tokens)
+OBSERVATION_TOKENS = 2000
+"""The default cap of one observation (`Settings.observation_tokens`), in estimated tokens."""
+TEXT_SHARE = 0.75
+"""At most this share of the cap goes to the page's text (detail=full): the rest is for elements."""
+BYTES_PER_TOKEN = 2.5
+"""The estimate's rate. Measured with o200k: element lines run 2.9 UTF-8 bytes per token, Chinese 4.3, Russian 7.6,
+so the estimate is above the real count for them (a cap of 2,000 is ≈ 1,700 real tokens of element lines). Text
+of digits or hex runs nearer 1.2 bytes per token; a page can make its own observation dearer, never longer than
+the characters its fields are cut to."""
 
 CUT = "‹+{}›"
 
@@ -89,6 +100,11 @@ def _quoted(cleaned: str) -> str:
     return '"' + cleaned.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def estimate(text: str) -> int:
+    """Tokens `text` costs a model, estimated from its UTF-8 size (the runtime carries no tokenizer)."""
+    return -(-len(text.encode("utf-8", "replace")) * 2 // int(BYTES_PER_TOKEN * 2))
+
+
 def element_line(element: Element) -> str:
     role = _ROLE.sub("", clean(element.role, ROLE_CHARS)) or "generic"
     line = f"[{element.ref}] {role}"
@@ -104,42 +120,72 @@ def element_line(element: Element) -> str:
     return line
 
 
-def render(snapshot: Snapshot, detail: str, offset: int = 0) -> tuple[str, int | None]:
-    """The observation text and, if elements were left out, the offset to continue from.
+def render(
+    snapshot: Snapshot,
+    detail: str,
+    offset: int = 0,
+    *,
+    cap: int = OBSERVATION_TOKENS,
+    order: Sequence[int] | None = None,
+) -> tuple[str, int | None]:
+    """The observation text, within `cap` estimated tokens, and, if elements were left out, the offset to continue
+    from. `order` lists the elements' positions as they are shown (document order if None); `offset` counts in it.
+    At least one element is shown per read, so continuing always ends.
 
     A frame's view (`runtime.session.View`) carries the frame's nonce, and its text is framed by the marker lines;
     a bare backend Snapshot (a backend's own tests) renders without them."""
     nonce = getattr(snapshot, "nonce", "")
-    lines = [f"<page nonce={nonce}>"] if nonce else []
-    lines += [f"url: {clean(snapshot.url, URL_CHARS)}", f"title: {clean(snapshot.title, TITLE_CHARS)}"]
-    if offset == 0:
-        text = clean(snapshot.text, TEXT_CHARS.get(detail, TEXT_CHARS["interactive"]))
-        if text:
-            lines.append("text: " + text)
     total = len(snapshot.elements)
-    used, index = 0, offset
+    positions = range(total) if order is None else order
+    head = [f"<page nonce={nonce}>"] if nonce else []
+    head += [f"url: {clean(snapshot.url, URL_CHARS)}", f"title: {clean(snapshot.title, TITLE_CHARS)}"]
+    if offset == 0:
+        text = _text_within(snapshot.text, TEXT_CHARS.get(detail, TEXT_CHARS["interactive"]), cap * TEXT_SHARE)
+        if text:
+            head.append("text: " + text)
+    tail = [f"</page nonce={nonce}>"] if nonce else []
+    if snapshot.elements_dropped:
+        tail.append(f"({snapshot.elements_dropped:,} more elements of this Page were left out: act on these)")
+    more = f"(more: observe with offset={total} and this frame_id)"  # the longest it can be
+    left = cap - estimate("\n".join([*head, f"elements {total} of {total}, in view first:", *tail, more]))
+    index = offset
     rendered: list[str] = []
     while index < total:
-        line = element_line(snapshot.elements[index])
-        if rendered and used + len(line) + 1 > ELEMENT_CHARS:
+        line = element_line(snapshot.elements[positions[index]])
+        cost = estimate(line + "\n")
+        if rendered and cost > left:
             break
         rendered.append(line)
-        used += len(line) + 1
+        left -= cost
         index += 1
-    lines.append(f"elements {offset + 1}-{index} of {total}:" if total else "elements: none")
-    lines.extend(rendered)
-    if nonce:
-        lines.append(f"</page nonce={nonce}>")
-    if snapshot.elements_dropped:
-        lines.append(f"({snapshot.elements_dropped:,} more elements of this Page were left out: act on these)")
+    shown = f"elements {offset + 1}-{index} of {total}" if total else "elements: none"
+    lines = [*head, shown + (":" if order is None else ", in view first:"), *rendered, *tail]
     next_offset = index if index < total else None
     if next_offset is not None:
         lines.append(f"(more: observe with offset={next_offset} and this frame_id)")
     return "\n".join(lines), next_offset
 
 
-def render_delta(snapshot: Snapshot, before: Snapshot, delta: Delta, detail: str) -> str | None:
-    """What changed since the act's frame (`before`), as the agent reads it; None when it does not fit.
+def _text_within(text: str, limit: int, tokens: float) -> str:
+    """`clean(text, limit)`, cut shorter if it would cost more than `tokens` (estimated)."""
+    cleaned = clean(text, limit)
+    room = int(tokens * BYTES_PER_TOKEN) - len(CUT.format(len(text)).encode())
+    if estimate(cleaned) <= tokens:
+        return cleaned
+    if room <= 0:
+        return ""
+    used = 0
+    for chars, char in enumerate(cleaned):
+        used += len(char.encode("utf-8", "replace"))
+        if used > room:
+            return clean(text, chars)
+    return cleaned
+
+
+def render_delta(
+    snapshot: Snapshot, before: Snapshot, delta: Delta, detail: str, cap: int = OBSERVATION_TOKENS
+) -> str | None:
+    """What changed since the act's frame (`before`), as the agent reads it; None when it does not fit in `cap`.
 
     The lines of changed (`~`) and added (`+`) elements in document order, the refs of removed ones on one line,
     and url, title and text only if they changed; the unchanged elements are counted, their refs stay valid."""
@@ -153,19 +199,12 @@ def render_delta(snapshot: Snapshot, before: Snapshot, delta: Delta, detail: str
     limit = TEXT_CHARS.get(detail, TEXT_CHARS["interactive"])
     if clean(snapshot.text, limit) != clean(before.text, limit):
         lines.append("text: " + clean(snapshot.text, limit))
-    used = 0
     for position in sorted(delta.changed | delta.added):
-        line = ("~ " if position in delta.changed else "+ ") + element_line(delta.elements[position])
-        used += len(line) + 1
-        if used > ELEMENT_CHARS:
-            return None
-        lines.append(line)
+        lines.append(("~ " if position in delta.changed else "+ ") + element_line(delta.elements[position]))
     if delta.removed:
-        line = "- " + " ".join(delta.removed)
-        if used + len(line) > ELEMENT_CHARS:
-            return None
-        lines.append(line)
+        lines.append("- " + " ".join(delta.removed))
     lines.append(f"</page nonce={nonce}>")
     if snapshot.elements_dropped:
         lines.append(f"({snapshot.elements_dropped:,} more elements of this Page were left out: act on these)")
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    return text if estimate(text) <= cap else None

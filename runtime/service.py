@@ -39,6 +39,7 @@ from runtime.session import ComputerSession, Frame
 from runtime.sessions import BackendFactory, GatewayFactory, Refusal, SessionManager
 from runtime.settings import Settings
 from runtime.verification import failures
+from runtime.viewport import IN_VIEW_JS, in_view_first
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,8 @@ GONE = "the Page's target is gone"
 T = TypeVar("T")
 JOURNAL = 1000
 STALE_DIALOG_READS = 5
+IN_VIEW_TIMEOUT = 2.0
+"""Seconds the probe may take to list the elements in the viewport; past it the frame stays in document order."""
 """Snapshots asked again while an upstream still reports a dialog the runtime's probe saw close."""
 """Calls the journal keeps (the newest)."""
 
@@ -241,13 +244,31 @@ class ComputerUseService:
         frame = session.new_frame(snapshot, detail, point_request, document=document, since=since)
         result = self._observation(session, frame, 0)
         outcome = Outcome(result, image)
+        cap = self.settings.observation_tokens
+        changes = None
         if since is not None and frame.delta is not None:
-            changes = render_delta(frame.snapshot, since.snapshot, frame.delta, detail)
-            if changes is not None and len(changes) < len(result.observation or ""):
-                result.observation, result.next_offset = changes, None
-                outcome.changes_only = True
+            changes = render_delta(frame.snapshot, since.snapshot, frame.delta, detail, cap)
+        if changes is not None and len(changes) < len(result.observation or ""):
+            result.observation, result.next_offset = changes, None
+            outcome.changes_only = True
+        elif result.next_offset is not None:
+            frame.order = await self._in_view_first(session, frame)
+            if frame.order is not None:
+                outcome.result = self._observation(session, frame, 0)
         mark("frame")
         return outcome
+
+    @staticmethod
+    async def _in_view_first(session: ComputerSession, frame: Frame) -> list[int] | None:
+        """The frame's elements in the viewport first (`runtime/viewport.py`); None (document order) when the
+        probe cannot tell in time. Only the order of what is shown depends on it."""
+        try:
+            seen = await asyncio.wait_for(session.probe.evaluate(IN_VIEW_JS), IN_VIEW_TIMEOUT)
+        except (CDPError, TargetGone, DialogOpen, TimeoutError):
+            return None
+        if not isinstance(seen, dict) or not isinstance(seen.get("items"), list):
+            return None
+        return in_view_first(frame.upstream.elements, int(seen.get("total") or 0), seen["items"])
 
     @staticmethod
     async def _snapshot(session: ComputerSession) -> Snapshot:
@@ -263,7 +284,9 @@ class ComputerUseService:
         return await session.backend.snapshot()
 
     def _observation(self, session: ComputerSession, frame: Frame, offset: int) -> ComputerUseResult:
-        text, next_offset = render(frame.snapshot, frame.detail, offset)
+        text, next_offset = render(
+            frame.snapshot, frame.detail, offset, cap=self.settings.observation_tokens, order=frame.order
+        )
         return ComputerUseResult(
             status="ok",
             message=f"Observed with backend {session.backend_name}.",

@@ -61,6 +61,9 @@ class Frame:
     read or is unknown: refs are carried over only between frames of one known document."""
     delta: Delta | None = None
     """What changed since the frame the act that made this one was sent on (None for a full observation)."""
+    order: list[int] | None = None
+    """The positions of the elements as observations show them, the viewport's first (`runtime/viewport.py`);
+    None for document order."""
     _by_ref: dict[str, Element] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -6,6 +6,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runtime.observation import OBSERVATION_TOKENS
+
 
 @dataclass
 class Settings:
@@ -16,4 +18,7 @@ class Settings:
     max_sessions: int = 8
     """Live ComputerSessions at most (each holds a backend, a gateway and a probe); the least recently used idle
     one is closed to make room."""
+    observation_tokens: int = OBSERVATION_TOKENS
+    """One observation's cap, in estimated tokens (`runtime.observation.estimate`); the rest of a frame's elements
+    follow with `next_offset`."""
     workdir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))

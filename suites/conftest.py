@@ -121,6 +121,8 @@ class Desk:
 
 
 ELEMENT_LINE = re.compile(r"^(?:[~+] )?(\[([^\]]+)\] .*)$")
+ELEMENTS_HEADER = re.compile(r"^elements \d+-\d+ of (\d+)(?:, in view first)?:$", re.M)
+"""An observation's element count line; group 1 is the frame's number of elements."""
 """An element line of an observation, `[ref] role "name"`, or of an act's changes (`~ ` changed, `+ ` added)."""
 CHANGES = re.compile(r"^changes: ")
 CONTINUED = re.compile(r"^elements (\d+)-\d+ of \d+:$")

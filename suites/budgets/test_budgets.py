@@ -16,7 +16,7 @@ from mcp.server import MCPServer
 
 from lab.tokens import count_text
 from runtime.mcp.server import build_server
-from suites.conftest import Agent
+from suites.conftest import ELEMENTS_HEADER, Agent
 from suites.proofs import record_cost
 
 TOOLS_LIST_BUDGET = 1100
@@ -60,7 +60,7 @@ async def test_observing_the_catalogue_costs_at_most_15_tokens_per_element_and_l
 ) -> None:
     await single("/catalogue/")
     first = await agent.observe(page="left", detail="interactive")
-    total = int(re.search(r"elements \d+-\d+ of (\d+):", first.observation or "").group(1))  # type: ignore[union-attr]
+    total = int(re.search(ELEMENTS_HEADER, first.observation or "").group(1))  # type: ignore[union-attr]
     texts, refs = [first.observation or ""], []
     seen = first
     while True:

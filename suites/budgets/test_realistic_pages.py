@@ -26,7 +26,7 @@ from lab.workspace import Workspace
 from runtime.app import Runtime
 from runtime.client import HostedClient
 from runtime.service import Settings
-from suites.conftest import BACKENDS, ELEMENT_LINE, Agent, Desk, Seen, client_in_task
+from suites.conftest import BACKENDS, ELEMENT_LINE, ELEMENTS_HEADER, Agent, Desk, Seen, client_in_task
 from suites.proofs import record_cost
 
 pytestmark = pytest.mark.req("budget:realistic-pages")
@@ -92,7 +92,7 @@ async def check_page(
             await runtime.close()
             await workspace.close_all()
         lines = element_lines(reads)
-        total = int(re.search(r"elements \d+-\d+ of (\d+):", reads[0].observation or "").group(1))  # type: ignore[union-attr]
+        total = int(re.search(ELEMENTS_HEADER, reads[0].observation or "").group(1))  # type: ignore[union-attr]
         line_tokens = count_text("\n".join(lines))
         content_tokens = sum(count_text(seen.content) for seen in reads)
         record_cost(

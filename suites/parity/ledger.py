@@ -571,6 +571,18 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "the ref of an element that is still the same after an act is the same element in the new frame; "
         "nothing is carried across documents",
     ),
+    _req(
+        "budget:observation-cap",
+        "issue 13: cost",
+        "one observation costs at most the cap (a setting, 2,000 tokens by default), on a 200,000-button page too; "
+        "next_offset reaches every element of the frame exactly once",
+    ),
+    _req(
+        "observe:viewport-first",
+        "issue 13: cost",
+        "a Page that does not fit one observation is read from its viewport first, then in document order; the "
+        "in-view read stays bounded on a 200,000-button page",
+    ),
     # -- the scoped gateway ------------------------------------------------------------------------------------
     _req("gateway:discovery-only-bound", "DESIGN §3.3", "target discovery (HTTP and CDP) shows only the bound Page"),
     _req(

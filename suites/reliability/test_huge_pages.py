@@ -30,8 +30,10 @@ from backends.chrome_devtools_mcp.adapter import ChromeDevToolsMCPBackend
 from backends.common.normalize import MAX_ELEMENTS
 from backends.open_claude_chrome.adapter import OpenClaudeChromeBackend
 from backends.playwright_mcp.adapter import PlaywrightMCPBackend
+from lab.tokens import count_text
 from runtime.client import HostedClient
 from runtime.models import ComputerUseResult
+from runtime.observation import OBSERVATION_TOKENS
 from suites.conftest import Agent, client_in_task, ref_of
 from suites.reliability.conftest import CALL_LIMIT, within
 
@@ -39,8 +41,6 @@ DEEP = "/huge/deep?levels=1500"
 WIDE = "/huge/wide?buttons=200000"
 BOUND = 5.0
 """How long the other connection may take to answer list_pages while the huge observation runs."""
-OBSERVATION_CHARS = 10_000
-"""An observation page's text is about 6,000 characters of elements plus the page text; never the whole page."""
 BACKEND_CLASSES = (PlaywrightMCPBackend, ChromeDevToolsMCPBackend, OpenClaudeChromeBackend)
 
 
@@ -153,6 +153,7 @@ async def test_a_page_of_200000_buttons_gives_a_bounded_observation_or_timeout_a
     assert in_flight, "list_pages was answered only after the huge observation ended"
     assert seen.reason_code in (None, "timeout"), seen
     if seen.status == "ok":
-        assert len(seen.observation or "") < OBSERVATION_CHARS, "an observation not bounded"
+        tokens = count_text(seen.observation or "")
+        assert tokens <= OBSERVATION_TOKENS, f"an observation of {tokens} tokens (cap {OBSERVATION_TOKENS})"
         assert seen.next_offset is not None, "a huge page without next_offset"
         assert figures["elements"] <= MAX_ELEMENTS

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from lab.tokens import count_text
 from runtime.backend import Element, Snapshot
 from runtime.models import ComputerUseResult, PageInfo
 from runtime.models.page import Geometry
-from runtime.observation import ELEMENT_CHARS, clean, element_line, quote, render
+from runtime.observation import OBSERVATION_TOKENS, clean, element_line, estimate, quote, render
 from runtime.registry.relation import relation
 from runtime.session import Frame, new_prefix, view
 
@@ -39,20 +40,52 @@ def _snapshot(count: int) -> Snapshot:
     return Snapshot(url="http://localhost/c", title="Catalogue", text="Shop " * 1000, elements=elements)
 
 
-@pytest.mark.req("unit:rendering")
-def test_every_element_is_reachable_by_following_next_offset_on_the_same_frame() -> None:
-    snapshot = _snapshot(600)
-    seen: list[str] = []
+def _read_all(snapshot: Snapshot, detail: str = "interactive", **options: object) -> list[str]:
+    texts: list[str] = []
     offset: int | None = 0
-    pages = 0
     while offset is not None:
-        text, offset = render(snapshot, "interactive", offset)
-        pages += 1
-        body = [line for line in text.splitlines() if line.startswith("[e")]
-        assert sum(len(line) + 1 for line in body) <= ELEMENT_CHARS
-        seen += [line.split("]")[0][1:] for line in body]
-    assert seen == [e.ref for e in snapshot.elements]
-    assert pages > 1
+        text, offset = render(snapshot, detail, offset, **options)  # type: ignore[arg-type]
+        texts.append(text)
+    return texts
+
+
+def _refs(texts: list[str]) -> list[str]:
+    return [line.split("]")[0][1:] for text in texts for line in text.splitlines() if line.startswith("[e")]
+
+
+@pytest.mark.parametrize("detail", ["interactive", "full"])
+@pytest.mark.req("unit:rendering", "budget:observation-cap")
+def test_every_element_is_reachable_by_following_next_offset_and_every_read_stays_within_the_cap(
+    detail: str,
+) -> None:
+    snapshot = _snapshot(600)
+    texts = _read_all(snapshot, detail)
+    assert _refs(texts) == [e.ref for e in snapshot.elements]
+    assert len(texts) > 1
+    for text in texts:
+        assert estimate(text) <= OBSERVATION_TOKENS
+        assert count_text(text) <= OBSERVATION_TOKENS  # the estimate is above o200k's count on such lines
+
+
+@pytest.mark.req("unit:rendering", "budget:observation-cap")
+def test_the_cap_is_a_setting_and_even_the_smallest_shows_one_element_per_read() -> None:
+    snapshot = _snapshot(40)
+    small = _read_all(snapshot, cap=300)
+    assert all(estimate(text) <= 300 for text in small)
+    assert len(small) > len(_read_all(snapshot))
+    tiny = _read_all(snapshot, cap=1)
+    assert len(tiny) == 40
+    assert _refs(tiny) == [e.ref for e in snapshot.elements]
+
+
+@pytest.mark.req("unit:rendering", "observe:viewport-first")
+def test_next_offset_follows_the_frames_order_and_the_first_read_says_it_is_in_view_first() -> None:
+    snapshot = _snapshot(600)
+    order = [*range(300, 320), *range(300), *range(320, 600)]
+    texts = _read_all(snapshot, order=order)
+    assert _refs(texts) == [f"e{i}" for i in order]
+    assert "of 600, in view first:" in texts[0]
+    assert "in view first" not in _read_all(snapshot)[0]
 
 
 @pytest.mark.req("unit:rendering")
