@@ -51,9 +51,14 @@ test: setup lint
 parity-doc: $(VENV_STAMP)
 	$(PY) -m suites.parity.ledger --write
 
-# Benchmarks only: act latency against the raw upstream, side by side.
+RAW_SNAPSHOTS := $(foreach b,playwright_mcp chrome_devtools_mcp,\
+  suites/backends/test_$(b)_backend.py::test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_tokens)
+
+# Costs only: token budgets, act latency against the raw upstream side by side, and each scenario's cost per
+# backend (the parity tasks; their negative controls are skipped here, `make test` runs them).
 bench: setup
-	$(PYTEST) suites/budgets suites/bench -s
+	@rm -rf reports/costs
+	$(PYTEST) suites/budgets suites/bench suites/parity/test_parity_tasks.py $(RAW_SNAPSHOTS) -m "not negative_control" -s
 	@$(PY) -m lab.costs
 
 # The acceptance run: every suite and benchmark on every backend with Allure results, then the cost summary and

@@ -57,6 +57,7 @@ STATUSES = ("passed", "failed", "broken", "skipped", "unknown")
 GLOBALS = (
     ("cost summary", REPO_ROOT / "reports" / "costs" / "summary.txt", "text/plain"),
     ("budgets (plot)", REPO_ROOT / "reports" / "costs" / "budgets.svg", "image/svg+xml"),
+    ("tokens by scenario and backend (plot)", REPO_ROOT / "reports" / "costs" / "scenarios.svg", "image/svg+xml"),
     ("parity table", REPO_ROOT / "docs" / "parity.md", "text/markdown"),
 )
 """Run-wide evidence attached to the report's front page (name, file, type); `make lab` writes the costs first."""

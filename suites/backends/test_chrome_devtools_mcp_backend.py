@@ -30,6 +30,7 @@ from runtime.backend import BackendConfig, BackendError, Element, Snapshot
 from runtime.gateway import ScopedGateway
 from runtime.models import Action
 from suites.backends.conftest import MakeCDM, cancel_a_held_navigation_then_navigate_again
+from suites.proofs import record_cost
 
 pytestmark = pytest.mark.req(backend="chrome_devtools_mcp")
 
@@ -171,6 +172,7 @@ async def test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_token
         "catalogue snapshot tokens (o200k)",
         {"raw take_snapshot text": Counter(t=raw_tokens), "normalized rendering": Counter(t=ours)},
     )
+    record_cost("observe-raw-catalogue-chrome_devtools_mcp", {"raw_tokens": raw_tokens, "normalized_tokens": ours})
     assert ours * 4 < raw_tokens
 
 

@@ -26,6 +26,7 @@ from lab.workspace import LabPage, Workspace
 from runtime.backend import BackendConfig, BackendError, Element
 from runtime.models import Action
 from suites.backends.conftest import MakeBackend, cancel_a_held_navigation_then_navigate_again
+from suites.proofs import record_cost
 
 pytestmark = pytest.mark.req(backend="playwright_mcp")
 
@@ -155,6 +156,7 @@ async def test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_token
         "catalogue snapshot tokens (o200k)",
         {"raw browser_snapshot": Counter(t=raw_tokens), "normalized rendering": Counter(t=ours)},
     )
+    record_cost("observe-raw-catalogue-playwright_mcp", {"raw_tokens": raw_tokens, "normalized_tokens": ours})
     assert ours * 4 < raw_tokens
 
 

@@ -30,7 +30,7 @@ def test_the_summary_prints_every_recorded_figure_and_marks_the_ones_over_budget
     (tmp_path / "slow.json").write_text(json.dumps({"ratio": 1.3, "budget_ratio": 1.1}))
     monkeypatch.setattr(costs, "COSTS", tmp_path)
     assert costs.main() == 0
-    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
     assert "OVER BUDGET" not in lines["fast"]
     assert "OVER BUDGET: ratio 1.3 > 1.1" in lines["slow"]
 
@@ -48,3 +48,29 @@ def test_the_plot_draws_every_budgeted_figure_against_its_budget_and_marks_the_o
     assert "129 / 150 (86%)" in svg
     assert "1.3 / 1.1 (118%)" in svg
     assert svg.count('fill="#c1121f"') == 1  # only the figure over its budget is red
+
+
+def test_the_scenario_table_shows_each_task_on_each_backend_and_the_raw_upstream_beside_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = {"scenario": "catalogue", "calls": 5, "observe_tokens": 2790, "act_tokens": 137, "screenshots": 0}
+    for backend, commands in (("playwright_mcp", 312), ("open_claude_chrome", 188)):
+        figures = {**task, "backend": backend, "cdp_commands": commands, "p50_ms": 41}
+        (tmp_path / f"task-catalogue-{backend}.json").write_text(json.dumps(figures))
+    (tmp_path / "task-login-playwright_mcp.json").write_text(
+        json.dumps({"scenario": "login", "backend": "playwright_mcp", "observe_tokens": 90, "act_tokens": None})
+    )
+    (tmp_path / "observe-raw-catalogue-playwright_mcp.json").write_text(json.dumps({"raw_tokens": 61000}))
+    (tmp_path / "observe-catalogue-playwright_mcp.json").write_text(json.dumps({"tokens": 12287, "reads": 7}))
+    monkeypatch.setattr(costs, "COSTS", tmp_path)
+    assert costs.main() == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("  catalogue ", "  login "))]
+    assert ["catalogue", "open_claude_chrome", "2790", "137", "0", "188", "41"] in rows
+    assert ["catalogue", "playwright_mcp", "2790", "137", "0", "312", "41"] in rows
+    assert ["login", "playwright_mcp", "90", "-", "-", "-", "-"] in rows
+    assert "raw snapshot 61000 tokens, ours 12287 tokens in 7 reads" in out
+    assert "task-catalogue" not in out  # the tasks are in the table, not repeated as lines
+    svg = (tmp_path / "scenarios.svg").read_text()
+    assert svg.count("<rect x=") == 5  # observe and act bars of two catalogue runs, observe of the login run
+    assert "catalogue playwright_mcp tokens/observe" in svg

@@ -25,13 +25,15 @@ from typing import Any
 from fixtures_sites.scenarios import canvas
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
+from lab.tokens import count_text
 from lab.workspace import Workspace
 from runtime.app import Runtime
 from runtime.client import HostedClient
 from runtime.models import ComputerUseResult, Page
 from runtime.service import BackendFactory, Settings
-from suites.conftest import Agent, Desk, client_in_task, ref_of
+from suites.conftest import Agent, Desk, Seen, client_in_task, ref_of
 from suites.parity.ledger import LEDGER
+from suites.proofs import record_cost
 
 WAIT = 15.0
 """Bound on every wait a task registers (a write arriving, a popup registering)."""
@@ -74,6 +76,9 @@ class Signature:
     facts: dict[str, Any] = field(default_factory=dict)
     """What the lab saw arrive (the submitted form, the point picked), recorded rather than asserted inside the
     script, so that a broken backend shows up as a difference between signatures."""
+    calls: list[tuple[str, int, int]] = field(default_factory=list)
+    """(command, o200k tokens of the text content block, elapsed_ms) per call: the run's cost, never compared
+    (wording and timing legitimately differ by backend)."""
 
     def totals(self) -> dict[str, Any]:
         return {
@@ -100,10 +105,11 @@ class Run:
         self.server = server
         self.signature = signature
 
-    def _record(self, label: str, reqs: Iterable[str], command: str, result: ComputerUseResult, **extra: Any) -> None:
+    def _record(self, label: str, reqs: Iterable[str], command: str, result: Seen, **extra: Any) -> None:
         self.signature.steps.append(
             Step(label, tuple(reqs), command, result.status, result.reason_code, result.verified, **extra)
         )
+        self.signature.calls.append((command, count_text(result.content), result.elapsed_ms or 0))
 
     async def observe(self, label: str, reqs: Iterable[str] = (), **arguments: Any) -> ComputerUseResult:
         result = await self.agent.call(command="observe", **arguments)
@@ -476,10 +482,33 @@ async def run_task(
     records = [r for r in tap.records[first_record:] if r.kind == "command" and r.label == "runtime"]
     signature.screenshots = sum(1 for r in records if r.category == "screenshot")
     signature.focus_calls = sum(1 for r in records if r.category == "focus")
+    if backends is None:  # the real backends' cost, for the cost summary's scenario table
+        record_cost(f"task-{task.name}-{backend}", task_costs(task.name, signature, len(records)))
     untagged = {req for step in signature.steps for req in step.reqs} - set(task.reqs)
     assert not untagged, f"task {task.name}: steps exercise {sorted(untagged)}, which its Task.reqs does not name"
     assert not leftovers, f"{backend}: the task left waits or held answers behind: {leftovers}"
     return signature
+
+
+def task_costs(name: str, signature: Signature, cdp_commands: int) -> dict[str, object]:
+    """What one backend's run of a task cost: mean tokens of an observe's and an act's answer, screenshots, CDP
+    commands of the runtime's connection (backend and probe), and the median call time."""
+
+    def mean(command: str) -> int | None:
+        tokens = [t for c, t, _ in signature.calls if c == command]
+        return round(sum(tokens) / len(tokens)) if tokens else None
+
+    times = sorted(ms for _, _, ms in signature.calls)
+    return {
+        "scenario": name,
+        "backend": signature.backend,
+        "calls": len(signature.calls),
+        "observe_tokens": mean("observe"),
+        "act_tokens": mean("act"),
+        "screenshots": signature.screenshots,
+        "cdp_commands": cdp_commands,
+        "p50_ms": times[len(times) // 2] if times else None,
+    }
 
 
 def differences(
