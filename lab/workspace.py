@@ -119,23 +119,35 @@ class Workspace:
         attached = await self.cdp.send("Target.attachToTarget", {"targetId": target_id, "flatten": True})
         session = attached["sessionId"]
         try:
-            await self.cdp.send("Page.enable", session_id=session)
-            loaded = self.cdp.wait_for_event("Page.loadEventFired", session_id=session, timeout=LOAD_TIMEOUT)
-            result = await self.cdp.send("Page.navigate", {"url": url}, session_id=session)
-            if result.get("errorText"):
-                loaded.cancel()
-                raise RuntimeError(f"could not load {url}: {result['errorText']}")
-            await loaded
+            await self._load(session, url)
         finally:
             await self.cdp.send("Target.detachFromTarget", {"sessionId": session})
         return target_id
 
-    async def evaluate(self, page: LabPage, expression: str, await_promise: bool = False) -> Any:
-        """Evaluate in the page (the shell's own eyes, for checks; never the system under test's)."""
+    async def _session(self, page: LabPage) -> str:
         session = self._sessions.get(page.target_id)
         if session is None:
             attached = await self.cdp.send("Target.attachToTarget", {"targetId": page.target_id, "flatten": True})
             session = self._sessions[page.target_id] = attached["sessionId"]
+        return session
+
+    async def navigate(self, page: LabPage, url: str) -> None:
+        """Load `url` in the page, as a user typing it would; return once its load event fired."""
+        await self._load(await self._session(page), url)
+
+    async def _load(self, session: str, url: str) -> None:
+        # The load wait is registered before the navigation: no race with a fast load.
+        await self.cdp.send("Page.enable", session_id=session)
+        loaded = self.cdp.wait_for_event("Page.loadEventFired", session_id=session, timeout=LOAD_TIMEOUT)
+        result = await self.cdp.send("Page.navigate", {"url": url}, session_id=session)
+        if result.get("errorText"):
+            loaded.cancel()
+            raise RuntimeError(f"could not load {url}: {result['errorText']}")
+        await loaded
+
+    async def evaluate(self, page: LabPage, expression: str, await_promise: bool = False) -> Any:
+        """Evaluate in the page (the shell's own eyes, for checks; never the system under test's)."""
+        session = await self._session(page)
         result = await self.cdp.send(
             "Runtime.evaluate",
             {"expression": expression, "awaitPromise": await_promise, "returnByValue": True},

@@ -255,30 +255,42 @@ async def _by_role_and_name(probe: PageProbe, frame: FrameContext, element: Elem
     minimized window may never be: after `AX_WAIT` the frame's DOM is searched instead, with the name computed the
     simple way (aria-label, labelledby, labels, content, value, alt, title, placeholder)."""
     try:
-        document = await probe.evaluate_in(frame, "document", by_value=False)
-        params = {"objectId": document["objectId"], "role": element.role}
-        query = probe.send_in(frame, "Accessibility.queryAXTree", params)
-        nodes = (await asyncio.wait_for(query, AX_WAIT))["nodes"]
+        nodes = await _ax_query(probe, frame, element.role)
     except TimeoutError:
         return await _by_dom(probe, frame, element)
     except CDPError:
         return []
     wanted = _loose(element.name)
-    remotes: list[dict[str, Any]] = []
-    for node in nodes:
-        name = str((node.get("name") or {}).get("value", ""))
-        if node.get("ignored") or "backendDOMNodeId" not in node or _loose(name) != wanted:
-            continue
+    matching = [
+        (node["backendDOMNodeId"], name)
+        for node in nodes
+        if not node.get("ignored")
+        and "backendDOMNodeId" in node
+        and _loose(name := str((node.get("name") or {}).get("value", ""))) == wanted
+    ][:MAX_CANDIDATES]
+
+    async def resolve(backend_node_id: int, name: str) -> dict[str, Any] | None:
+        params = {"backendNodeId": backend_node_id, "executionContextId": frame.world}
         try:
-            resolved = await probe.send_in(
-                frame, "DOM.resolveNode", {"backendNodeId": node["backendDOMNodeId"], "executionContextId": frame.world}
-            )
+            resolved = await probe.send_in(frame, "DOM.resolveNode", params)
         except CDPError:
-            continue
-        remotes.append({**resolved["object"], "accessibleName": name, "role": element.role})
-        if len(remotes) >= MAX_CANDIDATES:
-            break
-    return remotes
+            return None  # a node gone since the query
+        return {**resolved["object"], "accessibleName": name, "role": element.role}
+
+    # Sent together: the session answers in order, and the reads wait on the browser, not on each other.
+    resolved = await asyncio.gather(*(resolve(*match) for match in matching))
+    return [remote for remote in resolved if remote is not None]
+
+
+async def _ax_query(probe: PageProbe, frame: FrameContext, role: str) -> list[dict[str, Any]]:
+    """The frame's AX nodes of `role`, under its document as the probe's world holds it (asked once per world; a
+    held document that went away is asked for again, once)."""
+    params = {"objectId": await probe.document(frame), "role": role}
+    try:
+        return (await asyncio.wait_for(probe.send_in(frame, "Accessibility.queryAXTree", params), AX_WAIT))["nodes"]
+    except CDPError:
+        params["objectId"] = await probe.document(frame, fresh=True)
+        return (await asyncio.wait_for(probe.send_in(frame, "Accessibility.queryAXTree", params), AX_WAIT))["nodes"]
 
 
 async def _by_dom(probe: PageProbe, frame: FrameContext, element: Element) -> list[dict[str, Any]]:
@@ -304,47 +316,47 @@ def _loose(name: str) -> str:
 
 
 async def _reads(probe: PageProbe, frame: FrameContext, remotes: list[dict[str, Any]], mode: str) -> list[Target]:
-    targets = []
-    for remote in remotes:
-        object_id = remote.get("objectId") if remote else None
-        if not object_id:
-            continue
-        raw = await probe.call_on(frame, object_id, READ_ELEMENT, mode)
-        listeners = await _listeners(probe, frame, object_id)
-        child_frame = None
-        if raw["tag"] in ("iframe", "frame"):
-            described = await probe.send_in(frame, "DOM.describeNode", {"objectId": object_id})
-            child_frame = described["node"].get("frameId")
-        form = raw["form"]
-        name = remote.get("accessibleName", "")
-        change_submits = mode == "select" and bool(form) and bool(CHANGE_EVENTS & listeners)
-        targets.append(
-            Target(
-                frame=frame,
-                role=remote.get("role") or raw["role"],
-                names=tuple(n for n in (name, *raw["labels"]) if n),
-                visible=raw["visible"],
-                commits_form=raw["commitsForm"] or change_submits,
-                form=FormRead(
-                    form["action"],
-                    form["method"],
-                    tuple(form["submitters"]),
-                    tuple(form["checks"]),
-                    form["password"],
-                    form["payment"],
-                )
-                if form
-                else None,
-                href=raw["href"],
-                listens_pointer=raw["hover"] or bool(HOVER_EVENTS & listeners),
-                options=tuple((label, value) for label, value in raw["options"]),
-                text_entry=raw["textEntry"],
-                frame_origin=raw["origin"],
-                iframe_frame_id=child_frame,
-                accessible_name=name,
-            )
+    """The live elements read, in the order found (each read sent at once: they wait on the browser only)."""
+    found = [remote for remote in remotes if remote and remote.get("objectId")]
+    return list(await asyncio.gather(*(_read(probe, frame, remote, mode) for remote in found)))
+
+
+async def _read(probe: PageProbe, frame: FrameContext, remote: dict[str, Any], mode: str) -> Target:
+    object_id = remote["objectId"]
+    raw, listeners = await asyncio.gather(
+        probe.call_on(frame, object_id, READ_ELEMENT, mode), _listeners(probe, frame, object_id)
+    )
+    child_frame = None
+    if raw["tag"] in ("iframe", "frame"):
+        described = await probe.send_in(frame, "DOM.describeNode", {"objectId": object_id})
+        child_frame = described["node"].get("frameId")
+    form = raw["form"]
+    name = remote.get("accessibleName", "")
+    change_submits = mode == "select" and bool(form) and bool(CHANGE_EVENTS & listeners)
+    return Target(
+        frame=frame,
+        role=remote.get("role") or raw["role"],
+        names=tuple(n for n in (name, *raw["labels"]) if n),
+        visible=raw["visible"],
+        commits_form=raw["commitsForm"] or change_submits,
+        form=FormRead(
+            form["action"],
+            form["method"],
+            tuple(form["submitters"]),
+            tuple(form["checks"]),
+            form["password"],
+            form["payment"],
         )
-    return targets
+        if form
+        else None,
+        href=raw["href"],
+        listens_pointer=raw["hover"] or bool(HOVER_EVENTS & listeners),
+        options=tuple((label, value) for label, value in raw["options"]),
+        text_entry=raw["textEntry"],
+        frame_origin=raw["origin"],
+        iframe_frame_id=child_frame,
+        accessible_name=name,
+    )
 
 
 async def _listeners(probe: PageProbe, frame: FrameContext, object_id: str) -> set[str]:

@@ -16,6 +16,7 @@ from typing import Any
 from runtime.cdp import CDPConnection, CDPError
 
 LOST = re.compile(r"session|target|closed", re.I)  # Chromium's words when the attached target is gone
+NO_CONTEXT = re.compile(r"Cannot find context", re.I)  # Chromium's words for an execution context that is gone
 CAPTCHA_FRAME = re.compile(r"captcha|recaptcha|hcaptcha|turnstile|challenges\.cloudflare", re.I)
 
 STRUCTURE_JS = r"""
@@ -113,6 +114,10 @@ class PageProbe:
         self._children: dict[str, str] = {}
         """Out-of-process frames of the Page (auto-attached): CDP session id -> frame (target) id."""
         self._attaching: set[asyncio.Future[None]] = set()
+        self._worlds: dict[tuple[str, str, str], int] = {}
+        """(session, frame id, loader id) -> the probe's isolated world in that document (`_world_in`)."""
+        self._documents: dict[int, str] = {}
+        """Isolated world -> the object id of its document (`document`): it lives as long as the world."""
         self.dialog: str | None = None
         """"type: message" of the dialog open on the Page, from the Page events of this probe's session."""
         self.dialog_open = asyncio.Event()
@@ -133,6 +138,7 @@ class PageProbe:
                     # Page events tell the probe when a dialog opens; a read sent after that would wait for the
                     # user. (A dialog already open before this attach is not reported: such reads time out.)
                     await self._cdp.send("Page.enable", session_id=self._session)
+                    await self._cdp.send("Accessibility.enable", session_id=self._session)
                     await self._auto_attach(self._session)
             if self.dialog is not None:
                 # The user may have answered it a moment ago. Chromium sends `javascriptDialogClosed` before the
@@ -179,17 +185,38 @@ class PageProbe:
         )
 
     async def _world(self) -> int:
-        # A fresh isolated world per read: navigation destroys the previous one, and creating it is cheap.
+        """The isolated world of the top document."""
         tree = await self._send("Page.getFrameTree")
-        frame_id = tree["frameTree"]["frame"]["id"]
-        world = await self._send("Page.createIsolatedWorld", {"frameId": frame_id, "worldName": "computer_use_probe"})
-        return world["executionContextId"]
+        context = await self._world_in(self._session, tree["frameTree"]["frame"])  # type: ignore[arg-type]
+        if context is None:
+            raise CDPError("probe could not reach the top document")
+        return context
+
+    async def _world_in(self, session: str, frame: dict[str, Any]) -> int | None:
+        """The probe's isolated world in one frame's current document; None if the frame cannot have one now.
+
+        One per document, kept while it lives: a document's worlds live as long as it does, and every new document
+        comes with a new `loaderId` in the frame tree, so a world cached by (session, frame, loader) is never one
+        a navigation destroyed; a lookup of a new document drops the frame's older entries."""
+        key = (session, frame["id"], frame.get("loaderId", ""))
+        if key in self._worlds:
+            return self._worlds[key]
+        try:
+            world = await self._send(
+                "Page.createIsolatedWorld", {"frameId": frame["id"], "worldName": "computer_use_probe"}, session=session
+            )
+        except CDPError:
+            return None  # a frame still loading, or gone
+        for old in [k for k in self._worlds if k[:2] == key[:2]]:
+            del self._worlds[old]
+        self._worlds[key] = world["executionContextId"]
+        return self._worlds[key]
 
     async def frames(self) -> list[FrameContext]:
-        """Every frame of the Page, each with a fresh isolated world: the top document first, then its same-process
-        frames, then each out-of-process frame and its own children. At most `MAX_FRAMES`."""
+        """Every frame of the Page, each with the probe's isolated world: the top document first, then its
+        same-process frames, then each out-of-process frame and its own children. At most `MAX_FRAMES`."""
         contexts: list[FrameContext] = []
-        await self._send("Page.getFrameTree")  # attaches (and auto-attaches the children) on first use
+        top_tree = await self._send("Page.getFrameTree")  # attaches (and auto-attaches the children) on first use
         if self._attaching:  # children of out-of-process frames, announced a moment ago
             await asyncio.wait(set(self._attaching), timeout=2.0)
         sessions = [self._session, *self._children]
@@ -197,7 +224,7 @@ class PageProbe:
             if session is None or len(contexts) >= MAX_FRAMES:
                 continue
             try:
-                tree = await self._send("Page.getFrameTree", session=session)
+                tree = top_tree if session == self._session else await self._send("Page.getFrameTree", session=session)
             except CDPError:
                 continue  # a child frame that went away in the meantime
             pending = [tree["frameTree"]]
@@ -205,38 +232,56 @@ class PageProbe:
                 node = pending.pop(0)
                 frame = node["frame"]
                 pending.extend(node.get("childFrames", []))
-                try:
-                    world = await self._send(
-                        "Page.createIsolatedWorld",
-                        {"frameId": frame["id"], "worldName": "computer_use_probe"},
-                        session=session,
-                    )
-                except CDPError:
-                    continue  # a frame still loading, or gone
+                context = await self._world_in(session, frame)
+                if context is None:
+                    continue
                 top = session == self._session and frame.get("parentId") is None
-                context = world["executionContextId"]
                 contexts.append(FrameContext(session, frame["id"], frame.get("url", ""), context, top))
         return contexts
 
     async def evaluate(self, expression: str) -> Any:
-        result = await self._send(
-            "Runtime.evaluate",
-            {"expression": expression, "contextId": await self._world(), "returnByValue": True},
-        )
+        """An expression in the top document's isolated world: its value."""
+        params = {"expression": expression, "contextId": await self._world(), "returnByValue": True}
+        try:
+            result = await self._send("Runtime.evaluate", params)
+        except CDPError as exc:
+            if not NO_CONTEXT.search(str(exc)):
+                raise
+            self._worlds.clear()  # a cached world that went away with its document: read the frame tree again
+            params["contextId"] = await self._world()
+            result = await self._send("Runtime.evaluate", params)
         if "exceptionDetails" in result:
             raise CDPError(f"probe expression failed: {result['exceptionDetails'].get('text')}")
         return result["result"].get("value")
 
     async def evaluate_in(self, frame: FrameContext, expression: str, by_value: bool = True) -> Any:
         """An expression in one frame's isolated world: its value, or (`by_value=False`) its remote object."""
-        result = await self._send(
-            "Runtime.evaluate",
-            {"expression": expression, "contextId": frame.world, "returnByValue": by_value},
-            session=frame.session,
-        )
+        params = {"expression": expression, "contextId": frame.world, "returnByValue": by_value}
+        try:
+            result = await self._send("Runtime.evaluate", params, session=frame.session)
+        except CDPError as exc:
+            if not NO_CONTEXT.search(str(exc)):
+                raise
+            # The document went away between the frame read and this one (or a cached world did with it): a world
+            # of the frame's document now, once.
+            for key in [k for k in self._worlds if k[:2] == (frame.session, frame.frame_id)]:
+                del self._worlds[key]
+            world = await self._send(
+                "Page.createIsolatedWorld",
+                {"frameId": frame.frame_id, "worldName": "computer_use_probe"},
+                session=frame.session,
+            )
+            params["contextId"] = world["executionContextId"]
+            result = await self._send("Runtime.evaluate", params, session=frame.session)
         if "exceptionDetails" in result:
             raise CDPError(f"probe expression failed: {result['exceptionDetails'].get('text')}")
         return result["result"].get("value") if by_value else result["result"]
+
+    async def document(self, frame: FrameContext, fresh: bool = False) -> str:
+        """The object id of `frame`'s document in the probe's world: one per world (`fresh`: ask again)."""
+        if fresh or frame.world not in self._documents:
+            self._documents[frame.world] = (await self.evaluate_in(frame, "document", by_value=False))["objectId"]
+        return self._documents[frame.world]
 
     async def call_on(self, frame: FrameContext, object_id: str, function: str, *args: Any) -> Any:
         """`function` called with `this` = the remote object, in the object's frame; returns its value."""
@@ -261,12 +306,15 @@ class PageProbe:
     async def structure(self, frames: list[FrameContext] | None = None) -> Structure:
         """The Page's structure across `frames` (read now if not given)."""
         frames = await self.frames() if frames is None else frames
-        reads: list[tuple[FrameContext, dict[str, Any]]] = []
-        for frame in frames:
+
+        async def read(frame: FrameContext) -> tuple[FrameContext, dict[str, Any]] | None:
             try:
-                reads.append((frame, await self.evaluate_in(frame, STRUCTURE_JS)))
+                return frame, await self.evaluate_in(frame, STRUCTURE_JS)
             except CDPError:
-                continue  # a frame that navigated away between the two calls
+                return None  # a frame that navigated away between the two calls
+
+        # Every frame's read sent at once (a frame in another process answers in parallel), in frame order.
+        reads = [found for found in await asyncio.gather(*(read(frame) for frame in frames)) if found is not None]
         if not reads or not reads[0][0].top:
             raise CDPError("probe could not read the top document")
         top = reads[0][1]

@@ -441,8 +441,11 @@ class ComputerUseService:
             structure, reading = None, Reading()
         else:  # one frame read (it attaches the probe too), shared by the structure and the commit read
             frames = await self._read(session, session.probe.frames())
-            structure = await self._read(session, session.probe.structure(frames))
-            reading = await self._read(session, read_commit(session.probe, action, element, frames))
+            # Both reads sent together: they only read, and each waits on the browser, not on the other.
+            structure, reading = await self._read(
+                session,
+                asyncio.gather(session.probe.structure(frames), read_commit(session.probe, action, element, frames)),
+            )
         if not reading.found and (action.type in ("click", "select") or (action.type == "type" and action.submit)):
             raise Refusal(
                 ReasonCode.stale_observation,

@@ -578,6 +578,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "next_offset reaches every element of the frame exactly once",
     ),
     _req(
+        "probe:world-per-document",
+        "issue 13: cost",
+        "the runtime's probe keeps one isolated world per document (a new one after a navigation, a gone one "
+        "replaced on the spot), so a policy read costs no world per frame per act",
+    ),
+    _req(
         "observe:viewport-first",
         "issue 13: cost",
         "a Page that does not fit one observation is read from its viewport first, then in document order; the "

@@ -1,0 +1,38 @@
+"""The probe's isolated world per document (`PageProbe._world_in`): made once per document and read again while
+the document lives, replaced after a navigation, and a world that went away is replaced on the spot, on a real
+Page. Why it matters: every act's policy read asks for the worlds of every frame, and a new one per read was one
+round trip per frame and a world left behind in the document each time."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures_sites.server import FixtureServer
+from lab.tap import CDPTap
+from lab.workspace import Workspace
+from runtime.cdp import CDPConnection
+from runtime.probe import PageProbe
+
+pytestmark = pytest.mark.req("probe:world-per-document")
+
+
+async def test_the_probe_keeps_one_world_per_document_and_a_new_document_gets_a_new_one(
+    workspace: Workspace, tap: CDPTap, fixture_server: FixtureServer
+) -> None:
+    page = await workspace.open("A", fixture_server.url("/dom_form/"), workspace.column(0, 3))
+    cdp = await CDPConnection.connect(await tap.endpoint("runtime"))
+    probe = PageProbe(cdp, page.target_id)
+    try:
+        first, again = await probe.frames(), await probe.frames()
+        assert [f.world for f in first] == [f.world for f in again]
+        assert await probe.evaluate_in(again[0], "location.pathname") == "/dom_form/"
+
+        await workspace.navigate(page, fixture_server.url("/catalogue/"))
+        moved = await probe.frames()
+        assert moved[0].world != first[0].world
+        assert await probe.evaluate_in(moved[0], "location.pathname") == "/catalogue/"
+        assert await probe.evaluate_in(first[0], "location.pathname") == "/catalogue/"  # a gone world: replaced
+        assert await probe.evaluate("document.title") == await workspace.evaluate(page, "document.title")
+    finally:
+        await probe.close()
+        await cdp.close()
