@@ -35,6 +35,7 @@ from runtime.cdp import CDPError
 from runtime.client import HostedClient
 from runtime.mcp.http import http_app
 from runtime.models import Page
+from runtime.observation import OBSERVATION_TOKENS
 from runtime.service import Settings
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,8 @@ class AppConfig:
     base_url: str | None = None
     backend: str | None = None
     """Overrides the saved backend setting for this run (not saved)."""
+    observation_tokens: int = OBSERVATION_TOKENS
+    """The cap of one observation, in estimated tokens (`runtime.settings.Settings.observation_tokens`)."""
     config_dir: Path | None = None
     console_dir: Path | None = None
     """Console static files from elsewhere (the suites' deliberately broken variants); None: the packaged ones."""
@@ -155,7 +158,8 @@ class HostApp:
         if config.cdp_endpoint is None:
             self._chromium = await PrivateChromium.launch(headless=config.headless)
         endpoint = self._chromium.endpoint if self._chromium else config.cdp_endpoint
-        self._runtime = self.runtime = await Runtime.connect(endpoint, settings=Settings(backend=backend))
+        settings = Settings(backend=backend, observation_tokens=config.observation_tokens)
+        self._runtime = self.runtime = await Runtime.connect(endpoint, settings=settings)
         client = await self._serve_mcp()
         tools = [
             ToolSpec(tool.name, tool.description or "", dict(tool.input_schema))

@@ -20,6 +20,8 @@ from host.app import AppConfig, HostApp, StartError
 from host.providers import PROVIDERS
 from host.providers.base import ProviderError
 from host.settings import BACKENDS, default_config_dir
+from runtime.cli import positive
+from runtime.observation import OBSERVATION_TOKENS
 
 
 def register(subparsers: Any) -> None:
@@ -49,6 +51,12 @@ def register(subparsers: Any) -> None:
         "--backend", choices=BACKENDS, help="the backend for new sessions in this run (overrides the saved setting)"
     )
     parser.add_argument(
+        "--observation-tokens",
+        type=positive,
+        default=OBSERVATION_TOKENS,
+        help="cap of one observation in estimated tokens (the rest follows with next_offset)",
+    )
+    parser.add_argument(
         "--config-dir",
         type=Path,
         help=f"where the settings are saved (default: {default_config_dir()})",
@@ -75,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         script=args.script,
         base_url=args.base_url,
         backend=args.backend,
+        observation_tokens=args.observation_tokens,
         config_dir=args.config_dir,
         headless=headless,
         demo=args.demo,

@@ -51,7 +51,8 @@ async def serve(args: argparse.Namespace, token: str | None) -> None:
             await chromium.close()
 
 
-def _positive(text: str) -> int:
+def positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--backend", default="playwright_mcp", help="backend for new ComputerSessions")
     run.add_argument(
         "--observation-tokens",
-        type=_positive,
+        type=positive,
         default=OBSERVATION_TOKENS,
         help="cap of one observation in estimated tokens (the rest follows with next_offset)",
     )

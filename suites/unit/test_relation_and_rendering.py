@@ -6,6 +6,7 @@ import pytest
 
 from lab.tokens import count_text
 from runtime.backend import Element, Snapshot
+from runtime.cli import main as cli
 from runtime.models import ComputerUseResult, PageInfo
 from runtime.models.page import Geometry
 from runtime.observation import OBSERVATION_TOKENS, clean, element_line, estimate, quote, render
@@ -133,3 +134,14 @@ def test_page_info_and_results_always_encode_as_utf8() -> None:
     result = ComputerUseResult(status="ok", message="m", pages=[info], observation="x\udc80")
     result.message = "y\ud800"
     result.model_dump_json().encode("utf-8")
+
+
+@pytest.mark.parametrize("command", [["serve", "--launch"], ["app"]])
+@pytest.mark.req("budget:observation-cap")
+def test_the_observation_cap_is_a_setting_of_both_commands_and_must_be_at_least_one(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        cli([*command, "--observation-tokens", "0"])
+    assert refused.value.code == 2
+    assert "--observation-tokens: must be at least 1" in capsys.readouterr().err
