@@ -39,6 +39,7 @@ $(NPM_STAMP): backends/package.json backends/package-lock.json
 
 lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # Everything CI proves: lint, then every suite (benchmarks skipped: timings are not pass/fail), on two xdist
 # workers (each with its own Chromium, fixture server and tap: most of a suite's time is spent waiting on them).

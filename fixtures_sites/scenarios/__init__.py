@@ -24,8 +24,26 @@ from fixtures_sites.scenarios import (
 )
 
 MODULES = (
-    home, dom_form, catalogue, canvas, popup, captcha, login, sensitive, injection, frames, stall, chat, faults, race,
-    port_scan, evasion, forgery, huge, canary, realistic,
+    home,
+    dom_form,
+    catalogue,
+    canvas,
+    popup,
+    captcha,
+    login,
+    sensitive,
+    injection,
+    frames,
+    stall,
+    chat,
+    faults,
+    race,
+    port_scan,
+    evasion,
+    forgery,
+    huge,
+    canary,
+    realistic,
 )
 
 ROUTES = tuple(route for module in MODULES for route in module.ROUTES)

@@ -101,11 +101,13 @@ async def pick(request: web.Request) -> web.StreamResponse:
     if x is None or y is None:
         return web.json_response({"ok": False, "error": "x and y (canvas CSS px) are required"}, status=400)
     seat = seat_at(x, y)
-    return web.json_response({
-        "ok": True,
-        "hit": seat == target_seat(request),
-        "seat": seat_label(seat) if seat is not None else None,
-    })
+    return web.json_response(
+        {
+            "ok": True,
+            "hit": seat == target_seat(request),
+            "seat": seat_label(seat) if seat is not None else None,
+        }
+    )
 
 
 ROUTES = (

@@ -25,8 +25,9 @@ async def verify(request: web.Request) -> web.StreamResponse:
 async def submit(request: web.Request) -> web.StreamResponse:
     fields = await read_fields(request)
     if fields.get("captcha_token") != TOKEN:
-        response = await done_page("Please verify you're human", "Tick “I'm not a robot” before creating your "
-                                   "account.")(request)
+        response = await done_page(
+            "Please verify you're human", "Tick “I'm not a robot” before creating your account."
+        )(request)
         response.set_status(400)
         return response
     return await done_page("Account created", "Welcome aboard! Check your inbox to verify your email.")(request)

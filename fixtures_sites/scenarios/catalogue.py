@@ -129,16 +129,18 @@ BY_SKU = {p.sku: p for p in PRODUCTS}
 
 def product_href(p: Product, position: int, page: int) -> str:
     """A product link as long and tracking-laden as real shops make them."""
-    query = urlencode({
-        "sku": p.sku,
-        "slug": p.slug,
-        "ref": f"plp_grid_p{page}_i{position}",
-        "pf_rd_r": f"{(p.index * 2654435761) % 16**12:012X}",
-        "pf_rd_p": f"{(p.index * 40503) % 16**8:08x}-{(p.index * 977) % 16**4:04x}-4c1e-9a0b-{p.index:012d}",
-        "utm_source": "catalogue",
-        "utm_medium": "grid",
-        "utm_campaign": "ss26_outdoor_essentials",
-    })
+    query = urlencode(
+        {
+            "sku": p.sku,
+            "slug": p.slug,
+            "ref": f"plp_grid_p{page}_i{position}",
+            "pf_rd_r": f"{(p.index * 2654435761) % 16**12:012X}",
+            "pf_rd_p": f"{(p.index * 40503) % 16**8:08x}-{(p.index * 977) % 16**4:04x}-4c1e-9a0b-{p.index:012d}",
+            "utm_source": "catalogue",
+            "utm_medium": "grid",
+            "utm_campaign": "ss26_outdoor_essentials",
+        }
+    )
     return f"{{{{ORIGIN}}}}/catalogue/product?{query}"
 
 
@@ -179,21 +181,35 @@ def _filtered(query: MultiDictProxy[str]) -> list[Product]:
 def _card(p: Product, position: int, page: int) -> str:
     e = html.escape
     href = e(product_href(p, position, page))
-    analytics = e(json.dumps({
-        "event": "view_item_list", "list_id": "plp_grid", "item_id": p.sku, "index": position,
-        "item_brand": p.name.split(" ")[0], "item_category": p.category, "price": p.price,
-    }, separators=(",", ":")))
+    analytics = e(
+        json.dumps(
+            {
+                "event": "view_item_list",
+                "list_id": "plp_grid",
+                "item_id": p.sku,
+                "index": position,
+                "item_brand": p.name.split(" ")[0],
+                "item_category": p.category,
+                "price": p.price,
+            },
+            separators=(",", ":"),
+        )
+    )
     pid = f"pn-{p.sku}"
     stars = "★" * round(p.rating) + "☆" * (5 - round(p.rating))
     price = f'<span class="price text-lg font-semibold">{_euro(p.price)}</span>'
     if p.was is not None:
         off = round(100 * (1 - p.price / p.was))
-        price = (f'<span class="price price--sale text-lg font-semibold">{_euro(p.price)}</span> '
-                 f'<s class="price--was text-sm">{_euro(p.was)}</s> <span class="badge badge--sale">−{off}%</span>')
+        price = (
+            f'<span class="price price--sale text-lg font-semibold">{_euro(p.price)}</span> '
+            f'<s class="price--was text-sm">{_euro(p.was)}</s> <span class="badge badge--sale">−{off}%</span>'
+        )
     if p.stock == 0:
         stock = '<p class="stock stock--out">Out of stock</p>'
-        action = (f'<button type="button" class="btn btn-secondary w-full" disabled aria-describedby="{pid}">'
-                  f"Out of stock</button>")
+        action = (
+            f'<button type="button" class="btn btn-secondary w-full" disabled aria-describedby="{pid}">'
+            f"Out of stock</button>"
+        )
     else:
         stock = f'<p class="stock stock--low">Only {p.stock} left</p>' if p.stock < 5 else ""
         action = (
@@ -249,7 +265,7 @@ def _values(request: web.Request) -> dict[str, str]:
     raw_page = query.get("page", "1")
     page = min(max(int(raw_page), 1), pages) if raw_page.isdigit() else 1
     start = (page - 1) * PAGE_SIZE
-    shown = items[start:start + PAGE_SIZE]
+    shown = items[start : start + PAGE_SIZE]
     cards = "\n".join(_card(p, start + n + 1, page) for n, p in enumerate(shown))
     if not cards:
         cards = '<li class="empty">No products match these filters. <a href="/catalogue/">Clear all filters</a></li>'
@@ -270,8 +286,7 @@ def _values(request: web.Request) -> dict[str, str]:
     category_counts = {c: sum(1 for p in PRODUCTS if p.category == c) for c, _ in CATEGORIES}
     colour_counts = {c: sum(1 for p in PRODUCTS if p.colour == c) for c, *_ in COLOURS}
     q = query.get("q", "")
-    summary = (f"Showing {start + 1:,}–{start + len(shown):,} of {len(items):,} results" if shown
-               else "0 results")
+    summary = f"Showing {start + 1:,}–{start + len(shown):,} of {len(items):,} results" if shown else "0 results"
     if q:
         summary += f" for “{html.escape(q)}”"
     return {
@@ -313,8 +328,12 @@ _product_page = page_with("catalogue/product.html", _product_values)
 
 async def product(request: web.Request) -> web.StreamResponse:
     if request.query.get("sku") not in BY_SKU:
-        return web.Response(status=404, text="<!doctype html><title>Not found</title><h1>Product not found</h1>"
-                            '<p><a href="/catalogue/">Back to the shop</a></p>', content_type="text/html")
+        return web.Response(
+            status=404,
+            text="<!doctype html><title>Not found</title><h1>Product not found</h1>"
+            '<p><a href="/catalogue/">Back to the shop</a></p>',
+            content_type="text/html",
+        )
     return await _product_page(request)
 
 
@@ -338,6 +357,11 @@ ROUTES = (
     Route("GET", "/catalogue/", page_with("catalogue/index.html", _values), SCENARIO),
     Route("GET", "/catalogue/product", product, SCENARIO),
     Route("POST", "/catalogue/cart", cart, SCENARIO, write=True),
-    Route("POST", "/catalogue/newsletter", done_page("You're subscribed", "Thanks! Check your inbox to confirm."),
-          SCENARIO, write=True),
+    Route(
+        "POST",
+        "/catalogue/newsletter",
+        done_page("You're subscribed", "Thanks! Check your inbox to confirm."),
+        SCENARIO,
+        write=True,
+    ),
 )

@@ -29,12 +29,14 @@ async def send(request: web.Request) -> web.StreamResponse:
     if not message:
         return web.json_response({"ok": False, "error": "empty message"}, status=400)
     digest = hashlib.sha256(message.encode("utf-8")).hexdigest()[:10]
-    return web.json_response({
-        "ok": True,
-        "message_id": f"msg-u-{digest}",
-        "reply_id": f"msg-a-{digest}",
-        "reply": "Got it — I'll keep that in mind for your trip plan.",
-    })
+    return web.json_response(
+        {
+            "ok": True,
+            "message_id": f"msg-u-{digest}",
+            "reply_id": f"msg-a-{digest}",
+            "reply": "Got it — I'll keep that in mind for your trip plan.",
+        }
+    )
 
 
 ROUTES = (

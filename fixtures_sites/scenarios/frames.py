@@ -12,8 +12,18 @@ SCENARIO = "frames"
 ROUTES = (
     Route("GET", "/frames/", page("frames/index.html"), SCENARIO),
     Route("GET", "/frames/inner", page("frames/inner.html"), SCENARIO),
-    Route("POST", "/frames/lookup", done_page("Order found", "Order NW-48213 shipped on 16 March and arrives "
-                                              "tomorrow."), SCENARIO, write=True),
-    Route("POST", "/frames/send", done_page("Message sent", "Thanks! A support agent will reply within 2 hours."),
-          SCENARIO, write=True),
+    Route(
+        "POST",
+        "/frames/lookup",
+        done_page("Order found", "Order NW-48213 shipped on 16 March and arrives tomorrow."),
+        SCENARIO,
+        write=True,
+    ),
+    Route(
+        "POST",
+        "/frames/send",
+        done_page("Message sent", "Thanks! A support agent will reply within 2 hours."),
+        SCENARIO,
+        write=True,
+    ),
 )

@@ -24,8 +24,12 @@ async def collect(request: web.Request) -> web.StreamResponse:
 ROUTES = (
     Route("GET", "/injection/", page("injection/index.html"), SCENARIO),
     Route("GET", "/injection/frame", page("injection/frame.html"), SCENARIO),
-    Route("POST", "/injection/wishlist", done_page("Saved to your wishlist",
-                                                   "Copper Pour-Over Kettle 1 L was added to your wishlist."),
-          SCENARIO, write=True),
+    Route(
+        "POST",
+        "/injection/wishlist",
+        done_page("Saved to your wishlist", "Copper Pour-Over Kettle 1 L was added to your wishlist."),
+        SCENARIO,
+        write=True,
+    ),
     Route("*", "/attacker/collect", collect, SCENARIO, attacker=True),
 )

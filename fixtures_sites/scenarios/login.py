@@ -9,9 +9,15 @@ SCENARIO = "login"
 
 ROUTES = (
     Route("GET", "/login/", page("login/index.html"), SCENARIO),
-    Route("POST", "/login/submit", done_page("Signed in", "Welcome back! You are now signed in."), SCENARIO,
-          write=True),
+    Route(
+        "POST", "/login/submit", done_page("Signed in", "Welcome back! You are now signed in."), SCENARIO, write=True
+    ),
     Route("GET", "/login/forgot", page("login/forgot.html"), SCENARIO),
-    Route("POST", "/login/reset", done_page("Check your email", "If an account exists for that address, we sent a "
-                                            "link to reset your password."), SCENARIO, write=True),
+    Route(
+        "POST",
+        "/login/reset",
+        done_page("Check your email", "If an account exists for that address, we sent a link to reset your password."),
+        SCENARIO,
+        write=True,
+    ),
 )

@@ -20,6 +20,11 @@ def _child_values(request: web.Request) -> dict[str, str]:
 ROUTES = (
     Route("GET", "/popup/", page("popup/index.html"), SCENARIO),
     Route("GET", "/popup/child", page_with("popup/child.html", _child_values), SCENARIO),
-    Route("POST", "/popup/confirm", done_page("Subscription confirmed", "You're subscribed to The Weekly Field Notes."),
-          SCENARIO, write=True),
+    Route(
+        "POST",
+        "/popup/confirm",
+        done_page("Subscription confirmed", "You're subscribed to The Weekly Field Notes."),
+        SCENARIO,
+        write=True,
+    ),
 )

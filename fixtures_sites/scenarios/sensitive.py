@@ -12,10 +12,25 @@ SCENARIO = "sensitive"
 
 ROUTES = (
     Route("GET", "/sensitive/", page("sensitive/index.html"), SCENARIO),
-    Route("POST", "/sensitive/pay", done_page("Payment received", "We charged €128.40 to your Visa ending 4242. "
-                                              "Order NW-48213 is confirmed."), SCENARIO, write=True),
-    Route("POST", "/sensitive/invoices", done_page("Invoices sent", "We emailed 2 invoices to "
-                                                   "alex.morgan@example.com."), SCENARIO, write=True),
-    Route("POST", "/sensitive/delete", done_page("Account deleted", "Your account and all its data have been "
-                                                 "permanently deleted."), SCENARIO, write=True),
+    Route(
+        "POST",
+        "/sensitive/pay",
+        done_page("Payment received", "We charged €128.40 to your Visa ending 4242. Order NW-48213 is confirmed."),
+        SCENARIO,
+        write=True,
+    ),
+    Route(
+        "POST",
+        "/sensitive/invoices",
+        done_page("Invoices sent", "We emailed 2 invoices to alex.morgan@example.com."),
+        SCENARIO,
+        write=True,
+    ),
+    Route(
+        "POST",
+        "/sensitive/delete",
+        done_page("Account deleted", "Your account and all its data have been permanently deleted."),
+        SCENARIO,
+        write=True,
+    ),
 )

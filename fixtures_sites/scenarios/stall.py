@@ -13,8 +13,14 @@ SCENARIO = "stall"
 
 ROUTES = (
     Route("GET", "/stall/", page("stall/index.html"), SCENARIO),
-    Route("POST", "/stall/write", done_page("Expense submitted", "Your expense report was submitted for approval."),
-          SCENARIO, write=True, stall=True),
+    Route(
+        "POST",
+        "/stall/write",
+        done_page("Expense submitted", "Your expense report was submitted for approval."),
+        SCENARIO,
+        write=True,
+        stall=True,
+    ),
     Route("GET", "/stall/slow-page", page("stall/slow-page.html"), SCENARIO, stall=True),
     Route("GET", "/stall/fetch", json_ok({"balance": "€1,204.50"}), SCENARIO, stall=True),
 )

@@ -106,9 +106,7 @@ OBSERVED = ComputerUseResult(
     observation='url: http://127.0.0.1:8000/form\ntitle: Subscribe\nelements 1-2 of 2:\n[e3] textbox "Email"\n'
     '[e4] button "Subscribe"',
 )
-CLICKED = ComputerUseResult.model_validate(
-    {**OBSERVED.model_dump(), "frame_id": "f2", "message": "click done"}
-)
+CLICKED = ComputerUseResult.model_validate({**OBSERVED.model_dump(), "frame_id": "f2", "message": "click done"})
 
 
 def conversation(*, click: bool = False, click_image: str | None = None) -> list[Entry]:

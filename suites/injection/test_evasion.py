@@ -87,9 +87,7 @@ async def test_a_select_whose_change_submits_a_transfer_is_the_users(
     assert_handed_over(
         await agent.act(seen, type="select", ref=standing, values=["Send €50 to savings ••• 2210 every week"])
     )
-    seen = await agent.act(
-        seen, type="select", ref=ref_of(seen, "combobox", "Statement language"), values=["Deutsch"]
-    )
+    seen = await agent.act(seen, type="select", ref=ref_of(seen, "combobox", "Statement language"), values=["Deutsch"])
     assert seen.status == "ok", seen
     seen = await agent.act(seen, type="click", ref=ref_of(seen, "button", "Save"))
     assert seen.status == "ok", seen
@@ -182,9 +180,7 @@ async def test_a_control_that_renames_itself_under_the_pointer_is_refused_with_n
     await single("/evasion/hover")
     seen = await agent.observe(page="left")
     assert_refused(await agent.act(seen, type="click", ref=ref_of(seen, "button", "Show details")))
-    seen = await agent.act(
-        seen, type="type", ref=ref_of(seen, "textbox", "Note"), text="Leave it", submit=False
-    )
+    seen = await agent.act(seen, type="type", ref=ref_of(seen, "textbox", "Note"), text="Leave it", submit=False)
     seen = await agent.act(seen, type="click", ref=ref_of(seen, "button", "Save note"))
     assert seen.status == "ok", seen
     assert written(fixture_server) == ["/evasion/note2"]

@@ -150,9 +150,7 @@ async def test_observe_reuses_the_live_session_of_its_turn_and_a_new_turn_opens_
 
 
 @pytest.mark.req("sessions:resources-end", "lifecycle:target-closed", "reason:target_lost")
-async def test_a_closed_page_frees_its_session_within_the_bounded_wait(
-    desk: Desk, agent: Agent, backend: str
-) -> None:
+async def test_a_closed_page_frees_its_session_within_the_bounded_wait(desk: Desk, agent: Agent, backend: str) -> None:
     await open_three_pages(desk)
     desk.authorize("A", "B")
     seen = await agent.observe(page=desk.handle("A"))

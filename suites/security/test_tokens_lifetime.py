@@ -64,9 +64,7 @@ def store_class() -> type[ContextStore]:
 
 
 @pytest.fixture
-async def runtime(
-    tap: CDPTap, backend: str, clock: Clock, store_class: type[ContextStore]
-) -> AsyncIterator[Runtime]:
+async def runtime(tap: CDPTap, backend: str, clock: Clock, store_class: type[ContextStore]) -> AsyncIterator[Runtime]:
     """The suite's runtime, with the store on the test's clock (`store_class` is replaced by negative controls)."""
     rt = await Runtime.connect(
         await tap.endpoint("runtime"), settings=Settings(backend=backend), store=store_class(clock=clock)

@@ -161,7 +161,6 @@ async def cli_server(tmp_path: Path, cdp_endpoint: str, host: str, *args: str, *
     )  # fmt: skip
     assert process.stderr is not None
     try:
-
         await asyncio.wait_for(until_serving(process), WAIT)
         cmdline = await asyncio.to_thread(Path(f"/proc/{process.pid}/cmdline").read_bytes)
         yield f"http://{host}:{port}/mcp", cmdline.decode(errors="replace")
