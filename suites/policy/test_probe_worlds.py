@@ -29,10 +29,27 @@ async def test_the_probe_keeps_one_world_per_document_and_a_new_document_gets_a_
 
         await workspace.navigate(page, fixture_server.url("/catalogue/"))
         moved = await probe.frames()
-        assert moved[0].world != first[0].world
+        assert moved[0].world != first[0].world, "the world of a document that is gone, after a navigation"
         assert await probe.evaluate_in(moved[0], "location.pathname") == "/catalogue/"
         assert await probe.evaluate_in(first[0], "location.pathname") == "/catalogue/"  # a gone world: replaced
         assert await probe.evaluate("document.title") == await workspace.evaluate(page, "document.title")
     finally:
         await probe.close()
         await cdp.close()
+
+
+@pytest.mark.negative_control
+async def test_the_world_check_catches_a_probe_that_keeps_a_world_across_documents(
+    workspace: Workspace, tap: CDPTap, fixture_server: FixtureServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe that keys its worlds by frame alone (no loaderId) hands out the world of a document that is gone."""
+    keyed = PageProbe._world_in
+
+    async def by_frame_only(self: PageProbe, session: str, frame: dict) -> int | None:  # type: ignore[type-arg]
+        return await keyed(self, session, {**frame, "loaderId": ""})
+
+    monkeypatch.setattr(PageProbe, "_world_in", by_frame_only)
+    with pytest.raises(AssertionError, match="a document that is gone"):
+        await test_the_probe_keeps_one_world_per_document_and_a_new_document_gets_a_new_one(
+            workspace, tap, fixture_server
+        )
