@@ -52,7 +52,6 @@ class Frame:
     """What the agent is shown (`render` reads it); `upstream` is the backend's own snapshot behind it."""
     detail: str
     upstream: Snapshot
-    screenshot: bool = False
     point_request: tuple[str, int] | None = None
     """(turn, sequence) of the one provider request whose act may use coordinates from this frame's screenshot:
     the image reaches only the next model request, and the permission ends with it."""
@@ -149,8 +148,7 @@ class ComputerSession:
         else:
             self._prefix = new_prefix({self._prefix})
             shown = view(snapshot, self._prefix)
-        screenshot = point_request is not None
-        self.latest = Frame(frame_id, shown, detail, snapshot, screenshot, point_request, document, delta)
+        self.latest = Frame(frame_id, shown, detail, snapshot, point_request, document, delta)
         return self.latest
 
     async def screenshot(self) -> bytes:

@@ -25,7 +25,6 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -202,11 +201,6 @@ class CDPTap:
         lines = [json.dumps(asdict(r), separators=(",", ":")) for r in self.records]
         lines += [json.dumps({"incident": asdict(i)}, separators=(",", ":")) for i in self.incidents]
         return lines
-
-    def write_trace(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(line + "\n" for line in self.trace_lines()), encoding="utf-8")
-        return path
 
     # -- recording ---------------------------------------------------------------------------------------------
 

@@ -172,11 +172,6 @@ class PageRegistry:
         page.workspace = workspace
         self._revise(page, "revised")
 
-    def unregister(self, handle: str) -> None:
-        page = self._pages.pop(handle)
-        self._lost.add(page.cdp_target_id)
-        self._revise(page, "lost")
-
     def _on_event(self, method: str, params: dict[str, Any], session_id: str | None) -> None:
         if session_id is not None:
             return
