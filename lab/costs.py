@@ -110,7 +110,7 @@ def raw_beside(records: dict[str, dict[str, object]]) -> list[str]:
         act = records.get(f"act-vs-raw-{backend}", {})
         if act:
             lines.append(
-                f"  catalogue, one act      {backend:<20} raw {act.get('raw_median_s')} s, "
+                f"  dom_form, one click     {backend:<20} raw {act.get('raw_median_s')} s, "
                 f"ours {act.get('runtime_median_s')} s (ratio {act.get('ratio')})"
             )
     return lines if len(lines) > 1 else [lines[0] + " not measured in this run"]
