@@ -47,11 +47,11 @@ DIALOG_OPEN = "a dialog is open on the Page; the user must answer it (the runtim
 GONE = "the Page's target is gone"
 T = TypeVar("T")
 JOURNAL = 1000
+"""Calls the journal keeps (the newest)."""
 STALE_DIALOG_READS = 5
+"""Snapshots asked again while an upstream still reports a dialog the runtime's probe saw close."""
 IN_VIEW_TIMEOUT = 2.0
 """Seconds the probe may take to list the elements in the viewport; past it the frame stays in document order."""
-"""Snapshots asked again while an upstream still reports a dialog the runtime's probe saw close."""
-"""Calls the journal keeps (the newest)."""
 
 
 @dataclass
