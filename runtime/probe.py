@@ -208,7 +208,7 @@ class PageProbe:
         except CDPError:
             return None  # a frame still loading, or gone
         for old in [k for k in self._worlds if k[:2] == key[:2]]:
-            del self._worlds[old]
+            self._documents.pop(self._worlds.pop(old), None)
         self._worlds[key] = world["executionContextId"]
         return self._worlds[key]
 
@@ -247,7 +247,9 @@ class PageProbe:
         except CDPError as exc:
             if not NO_CONTEXT.search(str(exc)):
                 raise
-            self._worlds.clear()  # a cached world that went away with its document: read the frame tree again
+            # A cached world that went away with its document: read the frame tree again.
+            self._worlds.clear()
+            self._documents.clear()
             params["contextId"] = await self._world()
             result = await self._send("Runtime.evaluate", params)
         if "exceptionDetails" in result:
@@ -265,7 +267,7 @@ class PageProbe:
             # The document went away between the frame read and this one (or a cached world did with it): a world
             # of the frame's document now, once.
             for key in [k for k in self._worlds if k[:2] == (frame.session, frame.frame_id)]:
-                del self._worlds[key]
+                self._documents.pop(self._worlds.pop(key), None)
             world = await self._send(
                 "Page.createIsolatedWorld",
                 {"frameId": frame.frame_id, "worldName": "computer_use_probe"},
