@@ -99,7 +99,9 @@ def scenario_table(records: dict[str, dict[str, object]]) -> list[str]:
 def raw_beside(records: dict[str, dict[str, object]]) -> list[str]:
     """Ours beside the raw upstream, for the reads the suites measured both ways."""
     lines = ["raw upstream beside ours (same Page, same read):"]
-    for backend in ("playwright_mcp", "chrome_devtools_mcp", "open_claude_chrome"):
+    prefixes = ("observe-raw-catalogue-", "observe-catalogue-", "act-vs-raw-")
+    backends = sorted({name.removeprefix(p) for name in records for p in prefixes if name.startswith(p)})
+    for backend in backends:
         raw = records.get(f"observe-raw-catalogue-{backend}", {})
         ours = records.get(f"observe-catalogue-{backend}", {})
         if raw or ours:

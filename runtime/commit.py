@@ -255,18 +255,18 @@ async def _by_role_and_name(probe: PageProbe, frame: FrameContext, element: Elem
     minimized window may never be: after `AX_WAIT` the frame's DOM is searched instead, with the name computed the
     simple way (aria-label, labelledby, labels, content, value, alt, title, placeholder)."""
     try:
-        nodes = await _ax_query(probe, frame, element.role)
+        nodes = await asyncio.wait_for(probe.query_ax(frame, element.role), AX_WAIT)
     except TimeoutError:
         return await _by_dom(probe, frame, element)
     except CDPError:
         return []
-    wanted = _loose(element.name)
+    wanted = loose(element.name)
     matching = [
         (node["backendDOMNodeId"], name)
         for node in nodes
         if not node.get("ignored")
         and "backendDOMNodeId" in node
-        and _loose(name := str((node.get("name") or {}).get("value", ""))) == wanted
+        and loose(name := str((node.get("name") or {}).get("value", ""))) == wanted
     ][:MAX_CANDIDATES]
 
     async def resolve(backend_node_id: int, name: str) -> dict[str, Any] | None:
@@ -280,17 +280,6 @@ async def _by_role_and_name(probe: PageProbe, frame: FrameContext, element: Elem
     # Sent together: the session answers in order, and the reads wait on the browser, not on each other.
     resolved = await asyncio.gather(*(resolve(*match) for match in matching))
     return [remote for remote in resolved if remote is not None]
-
-
-async def _ax_query(probe: PageProbe, frame: FrameContext, role: str) -> list[dict[str, Any]]:
-    """The frame's AX nodes of `role`, under its document as the probe's world holds it (asked once per world; a
-    held document that went away is asked for again, once)."""
-    params = {"objectId": await probe.document(frame), "role": role}
-    try:
-        return (await asyncio.wait_for(probe.send_in(frame, "Accessibility.queryAXTree", params), AX_WAIT))["nodes"]
-    except CDPError:
-        params["objectId"] = await probe.document(frame, fresh=True)
-        return (await asyncio.wait_for(probe.send_in(frame, "Accessibility.queryAXTree", params), AX_WAIT))["nodes"]
 
 
 async def _by_dom(probe: PageProbe, frame: FrameContext, element: Element) -> list[dict[str, Any]]:
@@ -309,7 +298,7 @@ async def _by_dom(probe: PageProbe, frame: FrameContext, element: Element) -> li
     ]
 
 
-def _loose(name: str) -> str:
+def loose(name: str) -> str:
     """A name as two computations of it may differ: whitespace, case, and invisible format characters (an upstream
     may drop a zero-width space or a bidi mark that the browser keeps)."""
     return " ".join("".join(c for c in name if unicodedata.category(c) != "Cf").split()).casefold()

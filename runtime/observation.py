@@ -199,12 +199,16 @@ def render_delta(
     limit = TEXT_CHARS.get(detail, TEXT_CHARS["interactive"])
     if clean(snapshot.text, limit) != clean(before.text, limit):
         lines.append("text: " + clean(snapshot.text, limit))
-    for position in sorted(delta.changed | delta.added):
-        lines.append(("~ " if position in delta.changed else "+ ") + element_line(delta.elements[position]))
-    if delta.removed:
-        lines.append("- " + " ".join(delta.removed))
-    lines.append(f"</page nonce={nonce}>")
+    tail = [f"</page nonce={nonce}>"]
     if snapshot.elements_dropped:
-        lines.append(f"({snapshot.elements_dropped:,} more elements of this Page were left out: act on these)")
-    text = "\n".join(lines)
-    return text if estimate(text) <= cap else None
+        tail.append(f"({snapshot.elements_dropped:,} more elements of this Page were left out: act on these)")
+    if delta.removed:
+        tail.insert(0, "- " + " ".join(delta.removed))
+    left = cap - estimate("\n".join([*lines, *tail]))
+    for position in sorted(delta.changed | delta.added):
+        line = ("~ " if position in delta.changed else "+ ") + element_line(delta.elements[position])
+        left -= estimate(line + "\n")
+        if left < 0:
+            return None  # a long change list stops here: the whole frame is the answer
+        lines.append(line)
+    return "\n".join([*lines, *tail]) if left >= 0 else None

@@ -184,13 +184,13 @@ class PageProbe:
             session_id=session,
         )
 
-    async def _world(self) -> int:
-        """The isolated world of the top document."""
-        tree = await self._send("Page.getFrameTree")
-        context = await self._world_in(self._session, tree["frameTree"]["frame"])  # type: ignore[arg-type]
-        if context is None:
+    async def _top(self) -> FrameContext:
+        """The top document, with the probe's world in it."""
+        frame = (await self._send("Page.getFrameTree"))["frameTree"]["frame"]
+        world = await self._world_in(self._session, frame)  # type: ignore[arg-type]
+        if world is None:
             raise CDPError("probe could not reach the top document")
-        return context
+        return FrameContext(self._session, frame["id"], frame.get("url", ""), world, True)  # type: ignore[arg-type]
 
     async def _world_in(self, session: str, frame: dict[str, Any]) -> int | None:
         """The probe's isolated world in one frame's current document; None if the frame cannot have one now.
@@ -241,20 +241,7 @@ class PageProbe:
 
     async def evaluate(self, expression: str) -> Any:
         """An expression in the top document's isolated world: its value."""
-        params = {"expression": expression, "contextId": await self._world(), "returnByValue": True}
-        try:
-            result = await self._send("Runtime.evaluate", params)
-        except CDPError as exc:
-            if not NO_CONTEXT.search(str(exc)):
-                raise
-            # A cached world that went away with its document: read the frame tree again.
-            self._worlds.clear()
-            self._documents.clear()
-            params["contextId"] = await self._world()
-            result = await self._send("Runtime.evaluate", params)
-        if "exceptionDetails" in result:
-            raise CDPError(f"probe expression failed: {result['exceptionDetails'].get('text')}")
-        return result["result"].get("value")
+        return await self.evaluate_in(await self._top(), expression)
 
     async def evaluate_in(self, frame: FrameContext, expression: str, by_value: bool = True) -> Any:
         """An expression in one frame's isolated world: its value, or (`by_value=False`) its remote object."""
@@ -351,12 +338,19 @@ class PageProbe:
 
     async def ax_nodes(self, role: str, name: str | None) -> list[dict[str, Any]]:
         """Accessibility nodes matching role (and exact accessible name), from the browser's own AX tree."""
-        document = await self._send("Runtime.evaluate", {"expression": "document", "contextId": await self._world()})
-        params: dict[str, Any] = {"objectId": document["result"]["objectId"], "role": role}
+        return [n for n in await self.query_ax(await self._top(), role, name) if not n.get("ignored")]
+
+    async def query_ax(self, frame: FrameContext, role: str, name: str | None = None) -> list[dict[str, Any]]:
+        """`Accessibility.queryAXTree` under the frame's document as the probe's world holds it (asked once per
+        world; a held document that went away is asked for again, once)."""
+        params: dict[str, Any] = {"objectId": await self.document(frame), "role": role}
         if name is not None:
             params["accessibleName"] = name
-        nodes = (await self._send("Accessibility.queryAXTree", params))["nodes"]
-        return [n for n in nodes if not n.get("ignored")]
+        try:
+            return (await self.send_in(frame, "Accessibility.queryAXTree", params))["nodes"]
+        except CDPError:
+            params["objectId"] = await self.document(frame, fresh=True)
+            return (await self.send_in(frame, "Accessibility.queryAXTree", params))["nodes"]
 
     async def is_visible(self, backend_node_id: int) -> bool:
         try:

@@ -1,7 +1,7 @@
 """The elements in the viewport first: when a frame's elements do not fit in one observation, the agent reads
 first what the user sees, then the rest in document order (`next_offset` continues in that order).
 
-No backend says where its elements are, so the runtime's own probe (`PageProbe.in_view`) lists the interactive
+No backend says where its elements are, so the runtime's own probe (`IN_VIEW_JS`) lists the interactive
 elements that intersect the viewport, each with its index among the Page's interactive elements and a cheap name,
 and each is matched to the backend element of the same name nearest its scaled index. What the probe and a backend
 call interactive, or how they name it, may differ: an element not matched stays in document order. The order
@@ -14,8 +14,9 @@ from bisect import bisect_left
 from collections.abc import Sequence
 
 from runtime.backend import Element
+from runtime.commit import loose
+from runtime.observation import NAME_CHARS
 
-NAME_CHARS = 60
 IN_VIEW_MAX = 400
 """In-view elements the probe reports at most (a viewport of a dense page holds a few hundred)."""
 NEAREST = 64
@@ -62,7 +63,8 @@ IN_VIEW_JS = rf"""
 
 
 def _key(name: str) -> str:
-    return " ".join(name.split()).lower()[:NAME_CHARS]
+    """A name as both sides may give it: `loose` (as the policy compares names), at the length the probe sends."""
+    return loose(name)[:NAME_CHARS]
 
 
 def in_view_first(elements: Sequence[Element], total: int, items: Sequence[Sequence[object]]) -> list[int] | None:

@@ -6,8 +6,9 @@ elements, about 2,600 tokens of element lines) scrolled to its middle.
 The lab reads which links and buttons intersect the viewport with its own eyes (its CDP session, not the
 runtime's), before the observation. Claims: the first read costs at most the cap in o200k tokens; its first element
 lines are elements the lab sees in view, and it lists most of them; following `next_offset` reaches every element
-of the frame exactly once. Negative control: a runtime that keeps document order (no in-view matching) is caught,
-because the article's header, scrolled out of view, comes first.
+of the frame exactly once. Negative controls: a runtime that keeps document order (no in-view matching) is caught,
+because the article's header, scrolled out of view, comes first; a runtime that does not count what it renders
+(its estimate says 0) answers with the whole frame in one read, over the cap.
 
 A page of 200,000 buttons: the probe's in-view read is bounded (bisection over document order), and lists the
 seats the lab sees in view.
@@ -22,7 +23,7 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.tokens import count_text
 from lab.workspace import Workspace
-from runtime import service
+from runtime import observation, service
 from runtime.observation import OBSERVATION_TOKENS
 from runtime.viewport import IN_VIEW_JS, IN_VIEW_MAX
 from suites.budgets.test_realistic_pages import read_all
@@ -62,6 +63,12 @@ def assert_in_view_first(first: Seen, in_view: list[str]) -> None:
     assert listed >= SHARE * len(set(in_view)), f"only {listed} of the in-view {sorted(set(in_view))} lead {shown}"
 
 
+def assert_within_cap(seen: Seen) -> int:
+    tokens = count_text(seen.observation or "")
+    assert tokens <= OBSERVATION_TOKENS, f"a read costs {tokens} tokens (cap {OBSERVATION_TOKENS})"
+    return tokens
+
+
 @pytest.mark.req("observe:viewport-first", "budget:observation-cap")
 async def test_a_page_that_does_not_fit_is_read_from_its_viewport_first_within_the_cap_and_loses_no_element(
     single, agent: Agent, backend: str
@@ -70,8 +77,7 @@ async def test_a_page_that_does_not_fit_is_read_from_its_viewport_first_within_t
     assert first.status == "ok", first
     assert first.next_offset is not None, "the article fits one observation: nothing to order"
     assert re.search(r"^elements 1-\d+ of \d+, in view first:$", first.observation or "", re.M), first.observation
-    tokens = count_text(first.observation or "")
-    assert tokens <= OBSERVATION_TOKENS, f"the first read costs {tokens} tokens (cap {OBSERVATION_TOKENS})"
+    tokens = assert_within_cap(first)
     assert_in_view_first(first, in_view)
     record_cost(
         f"observe-cap-article-{backend}",
@@ -84,14 +90,15 @@ async def test_a_page_that_does_not_fit_is_read_from_its_viewport_first_within_t
     )
     reads = await read_all(agent, first)
     refs = [
-        ELEMENT_LINE.match(line).group(1)
+        ELEMENT_LINE.match(line).group(2)
         for seen in reads
         for line in (seen.observation or "").splitlines()  # type: ignore[union-attr]
         if ELEMENT_LINE.match(line)
     ]
     total = int(re.search(ELEMENTS_HEADER, first.observation or "").group(1))  # type: ignore[union-attr]
     assert len(refs) == len(set(refs)) == total, f"{len(refs)} lines, {len(set(refs))} refs, {total} elements"
-    assert all(count_text(seen.observation or "") <= OBSERVATION_TOKENS for seen in reads)
+    for seen in reads:
+        assert_within_cap(seen)
 
 
 @pytest.mark.negative_control
@@ -117,3 +124,14 @@ async def test_on_a_page_of_200000_buttons_the_in_view_read_lists_the_seats_in_v
     listed = [name for _, name in seen["items"]]
     assert len(listed) == min(len(in_view), IN_VIEW_MAX)
     assert listed == in_view[:IN_VIEW_MAX], f"the probe lists {listed[:5]}…, the lab sees {in_view[:5]}…"
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("budget:observation-cap")
+async def test_the_cap_check_catches_a_runtime_that_does_not_count_what_it_renders(
+    single, agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(observation, "estimate", lambda text: 0)  # every line "fits": the whole frame in one read
+    first, _ = await observe_scrolled(single, agent)
+    with pytest.raises(AssertionError, match="a read costs"):
+        assert_within_cap(first)
