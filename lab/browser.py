@@ -31,7 +31,10 @@ FLAGS = (
     "--disable-background-networking",  # without these, the closed network refuses dozens of connections
     "--disable-component-update",
     "--disable-sync",
-    "--disable-features=Translate,MediaRouter,OptimizationHints",
+    # Headless Chromium 156 still builds every window's omnibox popups as WebUI pages (two `browser_ui` targets a
+    # window) whose renderer repaints without end: ~30 % of a core for an idle browser with four windows. Off, the
+    # same browser idles at ~0 % (measured in the note of the change that added this).
+    "--disable-features=Translate,MediaRouter,OptimizationHints,WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup",
     # A host app keeps background panes live (Electron: backgroundThrottling: false); without these, a
     # minimized or occluded window stops animation frames and every rAF-based actionability check hangs.
     "--disable-renderer-backgrounding",

@@ -120,8 +120,12 @@ class Workspace:
         session = attached["sessionId"]
         try:
             await self._load(session, url)
-        finally:
-            await self.cdp.send("Target.detachFromTarget", {"sessionId": session})
+        except BaseException:
+            # A window whose load failed is closed, not left behind: on a 200,000-button page a leaked window
+            # keeps hundreds of MB and its layout work for the rest of the run, slowing every later test.
+            await self._close_target(target_id)
+            raise
+        await self.cdp.send("Target.detachFromTarget", {"sessionId": session})
         return target_id
 
     async def _session(self, page: LabPage) -> str:

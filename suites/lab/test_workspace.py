@@ -96,6 +96,18 @@ async def test_closing_a_page_removes_its_target(
     assert "gone" not in workspace.pages
 
 
+async def test_a_page_that_fails_to_load_leaves_no_window_behind(workspace: Workspace, hands: CDPClient) -> None:
+    async def pages() -> set[str]:
+        targets = (await hands.send("Target.getTargets"))["targetInfos"]
+        return {t["targetId"] for t in targets if t["type"] == "page"}
+
+    before = await pages()
+    with pytest.raises(RuntimeError, match="could not load"):
+        await workspace.open("refused", "http://127.0.0.1:1/", workspace.column(0, 2))
+    assert await pages() == before
+    assert "refused" not in workspace.pages
+
+
 async def test_a_second_workspace_window_lives_in_its_own_area(
     workspace: Workspace, hands: CDPClient, fixture_server: FixtureServer
 ) -> None:
