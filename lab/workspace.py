@@ -14,7 +14,9 @@ from typing import Any
 
 from lab.cdp import CDPClient
 
-LOAD_TIMEOUT = 15.0
+LOAD_TIMEOUT = 60.0
+"""Seconds a Page may take to fire its load event. A bound for a hang, not a speed check: the 200,000-button seat
+map loads in 5-11 s on an idle 2-core machine and took over 15 s with both test workers busy."""
 
 
 # Installed before the window is activated, so a focus that arrives between the activation and the read is seen.
