@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 
 from runtime.capability.host import ContextStore, Host
 from runtime.cdp import CDPConnection
@@ -17,17 +18,14 @@ from runtime.registry.registry import PageRegistry
 from runtime.service import BackendFactory, ComputerUseService, Settings
 from runtime.sessions import GatewayFactory
 
+BACKENDS_GROUP = "computer_use.backends"
+"""The entry-point group backends register in (`[project.entry-points."computer_use.backends"]`): name = factory.
+The runtime never imports a backend by name; a third-party backend installs like a pytest plugin."""
+
 
 def default_backends() -> dict[str, BackendFactory]:
-    from backends.chrome_devtools_mcp import ChromeDevToolsMCPBackend
-    from backends.open_claude_chrome import OpenClaudeChromeBackend
-    from backends.playwright_mcp import PlaywrightMCPBackend
-
-    return {
-        "playwright_mcp": PlaywrightMCPBackend,
-        "chrome_devtools_mcp": ChromeDevToolsMCPBackend,
-        "open_claude_chrome": OpenClaudeChromeBackend,
-    }
+    """Every installed backend, by its entry-point name."""
+    return {entry.name: entry.load() for entry in entry_points(group=BACKENDS_GROUP)}
 
 
 @dataclass
@@ -44,15 +42,17 @@ class Runtime:
         cdp_endpoint: str,
         backends: Mapping[str, BackendFactory] | None = None,
         settings: Settings | None = None,
-        sabotage: frozenset[str] = frozenset(),
         store: ContextStore | None = None,
         gateway_factory: GatewayFactory = ScopedGateway,
+        service_type: type[ComputerUseService] = ComputerUseService,
     ) -> Runtime:
         """Connect to a browser's CDP endpoint (`http://host:port`) and assemble the runtime around it.
 
         `store` is the hosts' shared context store: pass one to set the token lifetime (or the clock) it mints
         and verifies with; by default tokens live `runtime.capability.token.TOKEN_LIFETIME` seconds.
-        `gateway_factory` makes each session's scoped gateway (the lab injects one that puts a tap in front).
+        `gateway_factory` makes each session's scoped gateway (the lab injects one that puts a tap in front);
+        `service_type` is the service class (a subclass may change how a call is served: the suites' negative
+        controls assemble deliberately broken runtimes this way, from outside the runtime).
         """
         cdp = await CDPConnection.connect(cdp_endpoint)
         registry = PageRegistry(cdp)
@@ -62,14 +62,13 @@ class Runtime:
         async def preview(page: Page) -> str:
             return await read_preview(cdp, page.cdp_target_id)
 
-        service = ComputerUseService(
+        service = service_type(
             cdp_endpoint,
             cdp,
             registry,
             store,
             backends if backends is not None else default_backends(),
             settings,
-            sabotage,
             gateway_factory,
         )
         return cls(cdp, registry, Host(registry, store, preview), service, build_server(service))

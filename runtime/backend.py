@@ -5,9 +5,9 @@ frames, verification) is the runtime's.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
@@ -44,20 +44,6 @@ def _alive() -> str | None:
     return None
 
 
-NODE_BIN_ENV = "COMPUTER_USE_NODE_BIN"
-
-
-def node_bin() -> Path:
-    """Where the pinned npm MCP servers are: `$COMPUTER_USE_NODE_BIN`, else a checkout's `backends/node_modules/.bin`.
-
-    A wheel does not carry the npm servers (they are installed by `npm ci` from backends/package-lock.json), so an
-    installed runtime is told where a pinned install lives."""
-    explicit = os.environ.get(NODE_BIN_ENV, "").strip()
-    if explicit:
-        return Path(explicit)
-    return Path(__file__).resolve().parent.parent / "backends" / "node_modules" / ".bin"
-
-
 @dataclass(frozen=True)
 class BackendConfig:
     """What a backend is given: a CDP endpoint that shows it exactly the bound Page, a private folder, and the
@@ -72,20 +58,32 @@ class BackendConfig:
     cdp_endpoint: str
     workdir: Path
     target_state: Callable[[], str | None] = _alive
-    node_bin: Path = field(default_factory=lambda: node_bin())
+
+
+class Failure(StrEnum):
+    """What kind of failure a backend reports. The runtime alone maps it to a reason code (`runtime/failures.py`)."""
+
+    target_lost = "target_lost"
+    """The bound page is closed, crashed or detached."""
+    timeout = "timeout"
+    """The upstream did not finish in time."""
+    element = "element"
+    """The element could not be resolved or could not take the action."""
+    stale = "stale"
+    """A ref no longer names the element it named when it was read (moved, replaced, another document)."""
+    dialog = "dialog"
+    """A JavaScript dialog or file chooser blocks the page: no backend ever answers one, the user must."""
+    upstream = "upstream"
+    """Anything else the upstream reported (its text is for the log, never for the agent)."""
 
 
 class BackendError(Exception):
-    """An upstream failure, classified. The runtime maps `kind` to a reason code; the text is never shown as one.
+    """An upstream failure, classified. The message is for the log: it may carry upstream or page text, so it
+    never reaches the agent, and it never speaks in reason codes (the runtime chooses those from `kind`)."""
 
-    kind: "target_lost" (page closed/crashed/detached), "timeout", "element" (the ref did not resolve or the
-    element could not be acted on), "dialog" (a JavaScript dialog or file chooser blocks the page: no backend ever
-    answers one, the user must), "upstream" (anything else the upstream reported).
-    """
-
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: Failure, message: str) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.kind = Failure(kind)
 
 
 class Backend(Protocol):

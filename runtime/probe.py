@@ -359,16 +359,6 @@ class PageProbe:
             return False
         return True
 
-    async def accept_dialog(self) -> None:
-        """Only the `answer_dialogs` sabotage calls this: the runtime never answers a dialog, the user does."""
-        self.dialog = None
-        self.dialog_open.clear()
-        await self._send("Page.handleJavaScriptDialog", {"accept": True})
-
-    async def bring_to_front(self) -> None:
-        """Only the `bring_to_front` sabotage calls this: the runtime never raises or focuses a window."""
-        await self._send("Page.bringToFront")
-
     def _on_event(self, method: str, params: dict[str, Any], session_id: str | None) -> None:
         if method == "Target.attachedToTarget" and (session_id == self._session or session_id in self._children):
             info = params.get("targetInfo", {})

@@ -1,8 +1,9 @@
-"""The service core: one set of rules behind every adapter (MCP server, HTTP API).
+"""The service core: one set of rules behind every adapter (today the MCP server, `runtime/mcp/server.py`).
 
 Every call goes: arguments (validated by the adapter) → capability (before any backend call) → Page resolution
 and binding checks (the session manager, `runtime/sessions.py`) → policy → one backend action → runtime-side
-re-observation or verification. Reason codes come from here only; a backend's words never decide a result.
+re-observation or verification. Reason codes come from here (and `runtime/failures.py` for a backend's failure);
+a backend's words never decide a result.
 Every call's outcome, a cancelled one included, is recorded in `journal` (the protocol answers nothing to a
 cancelled request, so the server's own record is where it shows).
 """
@@ -10,7 +11,6 @@ cancelled request, so the server's own record is where it shows).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import time
@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from runtime.arguments import ComputerUseArgs
-from runtime.backend import BackendError, Element, Snapshot
+from runtime.backend import BackendError, Element, Failure, Snapshot
 from runtime.capability.host import ContextStore, PageContext
 from runtime.capability.token import CapabilityError
 from runtime.capability.verifier import CapabilityVerifier, StaleContext
 from runtime.cdp import CDPConnection, CDPError
 from runtime.commit import Reading, read_commit
+from runtime.failures import DIALOG_OPEN, GONE, reason_for
 from runtime.gateway import ScopedGateway
 from runtime.models import Action, Assertion, ComputerUseResult, Page
 from runtime.models.page import RELATIONS
@@ -43,8 +44,6 @@ from runtime.viewport import IN_VIEW_JS, in_view_first
 
 log = logging.getLogger(__name__)
 
-DIALOG_OPEN = "a dialog is open on the Page; the user must answer it (the runtime never does), then observe again"
-GONE = "the Page's target is gone"
 T = TypeVar("T")
 JOURNAL = 1000
 """Calls the journal keeps (the newest)."""
@@ -102,7 +101,6 @@ class ComputerUseService:
         store: ContextStore,
         backends: Mapping[str, BackendFactory],
         settings: Settings | None = None,
-        sabotage: frozenset[str] = frozenset(),
         gateway_factory: GatewayFactory = ScopedGateway,
     ) -> None:
         self.cdp = cdp
@@ -110,11 +108,8 @@ class ComputerUseService:
         self.store = store
         self.verifier = CapabilityVerifier(store, registry)
         self.settings = settings or Settings()
-        # Deliberately broken variants for negative controls. Only tests construct a service with these;
-        # no setting, flag or environment variable reaches them.
-        self.sabotage = sabotage
         self.sessions = SessionManager(
-            cdp_endpoint, cdp, registry, backends, self.settings, gateway_factory=gateway_factory, sabotage=sabotage
+            cdp_endpoint, cdp, registry, backends, self.settings, gateway_factory=gateway_factory
         )
         self.journal: deque[CallRecord] = deque(maxlen=JOURNAL)
 
@@ -141,10 +136,7 @@ class ComputerUseService:
 
     async def _handle(self, args: ComputerUseArgs, meta: Mapping[str, Any] | None, connection: object) -> Outcome:
         try:
-            if "skip_capability" in self.sabotage:
-                context = next(iter(self.store.contexts.values()))  # the (only) host's current Page Context
-            else:
-                context = self.verifier.verify(meta, connection)
+            context = self.verifier.verify(meta, connection)
             mark("token")
         except CapabilityError as exc:
             return Outcome(ComputerUseResult.fail(ReasonCode.invalid_capability, str(exc)))
@@ -231,7 +223,7 @@ class ComputerUseService:
             read_one = session.gateway.documents - documents == 0 or session.gateway.documents == 1
             document = session.gateway.document if read_one else None
             image = None
-            if detail == "visual" or "screenshot_always" in self.sabotage:
+            if detail == "visual":
                 image = await self._until_stopped(session, session.screenshot(), timeout)
                 mark("backend_screenshot")
         except TimeoutError:
@@ -279,7 +271,7 @@ class ComputerUseService:
             try:
                 return await session.backend.snapshot()
             except BackendError as exc:
-                if exc.kind != "dialog" or not await session.probe.dialog_closed():
+                if exc.kind is not Failure.dialog or not await session.probe.dialog_closed():
                     raise
         return await session.backend.snapshot()
 
@@ -298,18 +290,12 @@ class ComputerUseService:
         )
 
     def _backend_refusal(self, session: ComputerSession, exc: BackendError, reading: bool = False) -> Refusal:
-        if exc.kind == "target_lost":
-            self.sessions.invalidate(session, ReasonCode.target_lost, GONE)
-            return Refusal(ReasonCode.target_lost, GONE)
-        if exc.kind == "timeout":
-            return Refusal(ReasonCode.timeout, "the backend did not finish in time")
-        if exc.kind == "dialog":
-            return Refusal(ReasonCode.needs_user, DIALOG_OPEN)
+        code, message = reason_for(exc, reading=reading)
+        if code is ReasonCode.target_lost:
+            self.sessions.invalidate(session, code, message)
         # The upstream's words may echo page text: they go to the log, never into a message the model reads.
         log.info("backend refused %s: %s", exc.kind, " ".join(str(exc).split())[:500])
-        if reading:
-            return Refusal(ReasonCode.stale_observation, f"the backend could not read the Page ({exc.kind})")
-        return Refusal(ReasonCode.stale_observation, f"the Page did not accept the action ({exc.kind}); observe again")
+        return Refusal(code, message)
 
     # -- act -------------------------------------------------------------------------------------------------
 
@@ -336,45 +322,43 @@ class ComputerUseService:
         sent = blocked = False
         try:
             self._recheck(session, args.frame_id)
-            if "no_policy" not in self.sabotage:
-                await self._check_policy(session, action, element, context)
+            await self._check_policy(session, action, element, context)
             mark("policy")
             session.latest = None  # the frame is spent: whatever happens next, observe before acting again
             sent = True
-            if "bring_to_front" in self.sabotage:
-                await session.probe.bring_to_front()
-            await self._until_stopped(session, session.backend.act(action, element), self.settings.act_timeout)
+            await self._send(session, action, element)
             mark("backend_act")
         except DialogOpen:
             blocked = True  # the action reached the Page, and the Page now waits for the user
         except TimeoutError:
-            if "switch_backend_on_failure" in self.sabotage:
-                await self._sabotage_retry_on_another_backend(session, action, element)
             raise Refusal(
                 ReasonCode.timeout, "the action did not finish in time; it may have partly happened"
             ) from None
         except BackendError as exc:
-            if "switch_backend_on_failure" in self.sabotage:
-                await self._sabotage_retry_on_another_backend(session, action, element)
             raise self._backend_refusal(session, exc) from None
         finally:
             if sent:  # other sessions' frames of this Page, even those taken during the write, are stale now
                 self.sessions.spend_frames_of_others(session)
             lease.release()
         try:
-            if blocked:
-                raise Refusal(ReasonCode.needs_user, DIALOG_OPEN)
-            outcome = await self._observe_session(session, "interactive", context, since=frame)
+            outcome = await self._after_act(session, context, frame, blocked)
         except Refusal as refusal:
-            if refusal.code is ReasonCode.needs_user and "answer_dialogs" in self.sabotage:
-                await session.probe.accept_dialog()
-                outcome = await self._observe_session(session, "interactive", context)
-            else:
-                raise Refusal(refusal.code, f"the action was sent, but re-observing failed: {refusal}") from None
+            raise Refusal(refusal.code, f"the action was sent, but re-observing failed: {refusal}") from None
         told = "what changed" if outcome.changes_only else "the new frame"
         outcome.result.message = f"{action.type} done; the observation is {told}."
         outcome.result.page = None  # the agent knows the Page; a changed url or title is in the observation
         return outcome
+
+    async def _send(self, session: ComputerSession, action: Action, element: Element | None) -> None:
+        """The one place an action goes to the backend: once, on the session's own backend, bounded."""
+        await self._until_stopped(session, session.backend.act(action, element), self.settings.act_timeout)
+
+    async def _after_act(self, session: ComputerSession, context: PageContext, frame: Frame, blocked: bool) -> Outcome:
+        """What the act returns: the Page's new frame (or what changed since `frame`); a dialog the action opened
+        is the user's to answer (`needs_user`), never the runtime's."""
+        if blocked:
+            raise Refusal(ReasonCode.needs_user, DIALOG_OPEN)
+        return await self._observe_session(session, "interactive", context, since=frame)
 
     async def _until_stopped(self, session: ComputerSession, call: Awaitable[T], timeout: float) -> T:
         """Run one backend call, bounded by `timeout` and by the Page: a Page whose target is gone, or that a dialog
@@ -415,21 +399,6 @@ class ComputerUseService:
         if frame is None or frame.id != frame_id:
             raise Refusal(ReasonCode.stale_observation, "frame_id is not the latest frame of this session")
         return frame
-
-    async def _sabotage_retry_on_another_backend(
-        self, session: ComputerSession, action: Action, element: Element | None
-    ) -> None:
-        """The `switch_backend_on_failure` sabotage only: exactly what the runtime must never do. On a failed or
-        timed-out act it starts the backend the setting names now, finds the same element there and sends the
-        action again (a second click, a second submit). The backend freeze proof's negative control."""
-        with contextlib.suppress(Exception):
-            fallback = await self.sessions.start(session.page, session.turn, self.settings.backend)
-            snapshot = await asyncio.wait_for(fallback.backend.snapshot(), self.settings.observe_timeout)
-            again = None
-            if element is not None:
-                again = next((e for e in snapshot.elements if (e.role, e.name) == (element.role, element.name)), None)
-            retry = action.model_copy(update={"ref": again.ref}) if again is not None else action
-            await asyncio.wait_for(fallback.backend.act(retry, again), self.settings.act_timeout)
 
     async def _check_policy(
         self, session: ComputerSession, action: Action, element: Element | None, context: PageContext

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runtime.backend import Backend, BackendConfig, BackendError
+from runtime.backend import Backend, BackendConfig, BackendError, Failure
 from runtime.cdp import CDPConnection, CDPError
 from runtime.gateway import GatewayEvent, ScopedGateway
 from runtime.models import Page
@@ -75,7 +75,6 @@ class SessionManager:
         settings: Settings,
         *,
         gateway_factory: GatewayFactory = ScopedGateway,
-        sabotage: frozenset[str] = frozenset(),
     ) -> None:
         self.cdp_endpoint = cdp_endpoint
         self.cdp = cdp
@@ -86,7 +85,6 @@ class SessionManager:
         self.ended: OrderedDict[str, tuple[str, ReasonCode, str]] = OrderedDict()
         """Tombstones: session id -> (its Page's handle, why it ended)."""
         self._gateway_factory = gateway_factory
-        self._sabotage = sabotage
         self._uses = itertools.count(1)
         self._tasks: set[asyncio.Future[None]] = set()
         registry.listen(self._on_registry_change)
@@ -118,7 +116,6 @@ class SessionManager:
             self.cdp_endpoint,
             page.cdp_target_id,
             on_event=lambda event: holder and self._on_gateway_event(holder[0], event),
-            sabotage_unscoped="gateway_unscoped" in self._sabotage,
         )
         try:
             endpoint = await gateway.start()
@@ -142,7 +139,7 @@ class SessionManager:
             await asyncio.wait_for(session.backend.start(), self.settings.observe_timeout)
         except (TimeoutError, BackendError) as exc:
             await self._close(session)
-            if isinstance(exc, BackendError) and exc.kind != "timeout":
+            if isinstance(exc, BackendError) and exc.kind is not Failure.timeout:
                 raise
             # A Page that does not answer (a dialog that opened before anyone listened, a hung script) is not lost.
             raise Refusal(ReasonCode.timeout, "the Page did not answer while its session started") from None

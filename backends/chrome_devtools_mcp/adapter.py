@@ -18,14 +18,14 @@ Action mapping (exactly one upstream tool call per canonical Action; nothing els
 
 Refused before anything is sent, because no single upstream call does it:
 - `type` with `submit` (`fill` has no submit; `type_text` has a submit key but types into whatever is focused, so
-  focusing first would be a second call) -> BackendError("element");
-- `press` with a ref (the upstream presses on the focused element only) -> BackendError("upstream");
+  focusing first would be a second call) -> BackendError(Failure.element);
+- `press` with a ref (the upstream presses on the focused element only) -> BackendError(Failure.upstream);
 - `scroll` without a ref, and a point scroll (the upstream has no wheel or scroll tool; the keyboard would be a
-  write to the focused element) -> BackendError("upstream");
+  write to the focused element) -> BackendError(Failure.upstream);
 - `select` of several values, or on anything but a combobox (`fill` selects one option of a native select by label;
-  on a checkbox it would toggle it) -> BackendError("element"); `type` into a checkbox/radio/switch likewise;
+  on a checkbox it would toggle it) -> BackendError(Failure.element); `type` into a checkbox/radio/switch likewise;
 - `type` of text with a line break: Puppeteer's `fill` types a value under 100 characters key by key, and "\n" is
-  an Enter key press, which submits a form (a write nobody asked for) -> BackendError("element").
+  an Enter key press, which submits a form (a write nobody asked for) -> BackendError(Failure.element).
 
 The page: chrome-devtools-mcp routes every page tool by a required `pageId`, an id it assigns itself, counting from 1
 per process as it discovers pages. Behind the scoped gateway it discovers exactly one page, the bound one, so the
@@ -57,12 +57,12 @@ from typing import Any
 
 import mcp_types as types
 
-from backends.chrome_devtools_mcp.client import UpstreamClient
+from backends.chrome_devtools_mcp.client import DevToolsClient
 from backends.chrome_devtools_mcp.errors import navigation_failure, upstream_error
 from backends.chrome_devtools_mcp.snapshot import UID, SnapshotFormatError, parse_snapshot
 from backends.common.child_backend import ChildBackend
 from backends.common.normalize import CHECKABLE_ROLES
-from runtime.backend import BackendConfig, BackendError, Element, Snapshot
+from runtime.backend import BackendConfig, BackendError, Element, Failure, Snapshot
 from runtime.models import Action
 
 EXECUTABLE = "chrome-devtools-mcp"
@@ -82,7 +82,7 @@ ENV = {
 class ChromeDevToolsMCPBackend(ChildBackend):
     name = "chrome_devtools_mcp"
     EXECUTABLE = EXECUTABLE
-    CLIENT = UpstreamClient
+    CLIENT = DevToolsClient
     PRIVATE_DIRS = ("home", "tmp", "cache", "config", "data", "run", "files")
 
     def __init__(
@@ -132,13 +132,13 @@ class ChromeDevToolsMCPBackend(ChildBackend):
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             **ENV,
         }
-        return Path(self.config.node_bin) / EXECUTABLE, args, env
+        return self.node_bin / EXECUTABLE, args, env
 
     # -- calls ---------------------------------------------------------------------------------------------------
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if self.client is None:
-            raise BackendError("upstream", "backend not started")
+            raise BackendError(Failure.upstream, "backend not started")
         self._check_target()
         result = await self.client.call(name, {"pageId": PAGE_ID, **arguments})
         # The answer may be about a page that is gone by now: check again.
@@ -149,11 +149,11 @@ class ChromeDevToolsMCPBackend(ChildBackend):
             message = _structured(result).get("errorMessage")
             error = upstream_error(message if isinstance(message, str) and message else text)
         elif _structured(result).get("reconnected"):
-            error = BackendError("target_lost", "the upstream reconnected to the browser; its page ids changed")
+            error = BackendError(Failure.target_lost, "the upstream reconnected to the browser; its page ids changed")
         elif name == "navigate_page":
             error = navigation_failure(text)
         if error is not None:
-            if error.kind == "target_lost":
+            if error.kind == Failure.target_lost:
                 self._lost = str(error)
             raise error
         return result
@@ -164,7 +164,7 @@ class ChromeDevToolsMCPBackend(ChildBackend):
             # Off the event loop: a huge Page's answer takes seconds to parse, and other connections wait meanwhile.
             return await asyncio.to_thread(parse_snapshot, _structured(result), _text(result))
         except SnapshotFormatError as exc:
-            raise BackendError("upstream", f"unreadable take_snapshot answer: {exc}") from None
+            raise BackendError(Failure.upstream, f"unreadable take_snapshot answer: {exc}") from None
 
     async def act(self, action: Action, element: Element | None) -> None:
         name, arguments = self.upstream_call(action, element)
@@ -177,7 +177,7 @@ class ChromeDevToolsMCPBackend(ChildBackend):
         if action.is_point:
             if kind == "click":
                 return "click_at", {"x": action.x, "y": action.y}
-            raise BackendError("upstream", f"{self.name} cannot {kind} at a point in one upstream call")
+            raise BackendError(Failure.upstream, f"{self.name} cannot {kind} at a point in one upstream call")
         if kind == "navigate":
             return "navigate_page", {
                 "type": "url",
@@ -187,28 +187,28 @@ class ChromeDevToolsMCPBackend(ChildBackend):
             }
         if kind == "press":
             if action.ref is not None or element is not None:
-                raise BackendError("upstream", f"{self.name} presses keys on the focused element only (no ref)")
+                raise BackendError(Failure.upstream, f"{self.name} presses keys on the focused element only (no ref)")
             return "press_key", {"key": action.key}
         if kind == "scroll" and action.ref is None and element is None:
-            raise BackendError("upstream", f"{self.name} has no scroll tool: scroll to a ref instead")
+            raise BackendError(Failure.upstream, f"{self.name} has no scroll tool: scroll to a ref instead")
         ref = element.ref if element is not None else action.ref
         if ref is None or not UID.fullmatch(ref):
-            raise BackendError("element", f"not a {self.name} snapshot uid: {ref!r}")
+            raise BackendError(Failure.element, f"not a {self.name} snapshot uid: {ref!r}")
         role = element.role if element is not None else None
         if kind == "click":
             return "click", {"uid": ref}
         if kind == "type":
             if action.submit:
                 raise BackendError(
-                    "element",
+                    Failure.element,
                     f"{self.name} cannot type and submit in one call (fill has no submit; type_text types into "
                     "the focused element): type without submit, then press Enter",
                 )
             if role in CHECKABLE_ROLES:
-                raise BackendError("element", f"cannot type into a {role}; click it")
+                raise BackendError(Failure.element, f"cannot type into a {role}; click it")
             if any(ch in (action.text or "") for ch in KEY_CHARACTERS):
                 raise BackendError(
-                    "element",
+                    Failure.element,
                     f"{self.name} types short text key by key, where a line break is an Enter key press (it would "
                     "submit a form): type one line, then press Enter if that is what you want",
                 )
@@ -216,22 +216,24 @@ class ChromeDevToolsMCPBackend(ChildBackend):
         if kind == "select":
             values = list(action.values or [])
             if role is not None and role != "combobox":
-                raise BackendError("element", f"{self.name} selects options of a combobox (<select>), not a {role}")
+                raise BackendError(
+                    Failure.element, f"{self.name} selects options of a combobox (<select>), not a {role}"
+                )
             if len(values) != 1:
-                raise BackendError("element", f"{self.name} selects exactly one option per call, by its label")
+                raise BackendError(Failure.element, f"{self.name} selects exactly one option per call, by its label")
             return "fill", {"uid": ref, "value": values[0]}
         if kind == "scroll":
             return "hover", {"uid": ref}
-        raise BackendError("upstream", f"unsupported action type {kind!r}")
+        raise BackendError(Failure.upstream, f"unsupported action type {kind!r}")
 
     async def screenshot(self) -> bytes:
         result = await self._call("take_screenshot", {"format": "png"})
         images = [c for c in result.content if isinstance(c, types.ImageContent)]
         if len(images) != 1:
-            raise BackendError("upstream", f"take_screenshot returned {len(images)} images")
+            raise BackendError(Failure.upstream, f"take_screenshot returned {len(images)} images")
         data = base64.b64decode(images[0].data)
         if not data.startswith(PNG_MAGIC):
-            raise BackendError("upstream", f"take_screenshot returned {images[0].mime_type}, not a PNG")
+            raise BackendError(Failure.upstream, f"take_screenshot returned {images[0].mime_type}, not a PNG")
         return data
 
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from backends.common.child import ToolRefused, group_alive
-from backends.common.child import UpstreamClient as _UpstreamClient
+from backends.common.child import ChildClient, ToolRefused, group_alive
 
-__all__ = ["ALLOWLIST", "LABEL", "ToolRefused", "UpstreamClient", "group_alive"]
+__all__ = ["ALLOWLIST", "LABEL", "DevToolsClient", "ToolRefused", "group_alive"]
 
 LABEL = "chrome-devtools-mcp"
 
@@ -38,7 +37,7 @@ screencast_start/stop, list_console_messages, get_console_message, get_css_style
 emulate, network/performance/memory tools and page-defined (WebMCP, third-party) tools."""
 
 
-class UpstreamClient(_UpstreamClient):
+class DevToolsClient(ChildClient):
     """The shared child owner, bound to chrome-devtools-mcp's allowlist."""
 
     def __init__(self, command: Path, args: list[str], **options: Any) -> None:

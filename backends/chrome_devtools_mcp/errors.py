@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from runtime.backend import BackendError
+from runtime.backend import BackendError, Failure
 
 TARGET_LOST = re.compile(
     r"No page found"
@@ -51,17 +51,17 @@ TIMEOUT = re.compile(
 NAVIGATION_FAILED = re.compile(r"^Unable to navigate[^:]*: (.*)$", re.MULTILINE)
 
 
-def classify(text: str) -> str:
+def classify(text: str) -> Failure:
     """The BackendError kind for an upstream error text."""
     if TARGET_LOST.search(text):
-        return "target_lost"
+        return Failure.target_lost
     if DIALOG.search(text):
-        return "dialog"
+        return Failure.dialog
     if ELEMENT.search(text):
-        return "element"
+        return Failure.element
     if TIMEOUT.search(text):
-        return "timeout"
-    return "upstream"
+        return Failure.timeout
+    return Failure.upstream
 
 
 def error_message(text: str, limit: int = 300) -> str:

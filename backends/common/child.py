@@ -34,7 +34,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from runtime.backend import BackendError
+from runtime.backend import BackendError, Failure
 
 CLOSE_TIMEOUT = 10.0  # the SDK's own shutdown is bounded (stdin close 2 s + SIGTERM 2 s + SIGKILL reap 2 s)
 
@@ -43,7 +43,7 @@ class ToolRefused(BackendError):
     """The adapter asked for an upstream tool outside its allowlist. Nothing was sent to the child."""
 
     def __init__(self, name: str) -> None:
-        super().__init__("upstream", f"upstream tool {name!r} is not allowlisted")
+        super().__init__(Failure.upstream, f"upstream tool {name!r} is not allowlisted")
         self.tool = name
 
 
@@ -81,7 +81,7 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-class UpstreamClient:
+class ChildClient:
     """One stdio MCP child. `start()` -> tool names; `call()` -> CallToolResult; `close()` always reaps it."""
 
     def __init__(
@@ -117,14 +117,16 @@ class UpstreamClient:
 
     async def start(self) -> frozenset[str]:
         if self._owner is not None:
-            raise RuntimeError("UpstreamClient.start() called twice")
+            raise RuntimeError("ChildClient.start() called twice")
         self._ready = asyncio.get_running_loop().create_future()
         self._owner = asyncio.create_task(self._own(), name=f"{self.label} owner")
         try:
             self.tools = await asyncio.wait_for(asyncio.shield(self._ready), self.start_timeout)
         except TimeoutError:
             await self.close()
-            raise BackendError("timeout", f"{self.label} did not initialize within {self.start_timeout}s") from None
+            raise BackendError(
+                Failure.timeout, f"{self.label} did not initialize within {self.start_timeout}s"
+            ) from None
         except BaseException:
             await self.close()
             raise
@@ -158,7 +160,7 @@ class UpstreamClient:
         except Exception as exc:  # reported through start(), or (after start) through failing calls
             self.failure = exc
             if not self._ready.done():
-                self._ready.set_exception(BackendError("upstream", f"{self.label} failed to start: {exc!r}"))
+                self._ready.set_exception(BackendError(Failure.upstream, f"{self.label} failed to start: {exc!r}"))
         except BaseException:
             if not self._ready.done():
                 self._ready.cancel()
@@ -196,17 +198,17 @@ class UpstreamClient:
             raise ToolRefused(name)
         session = self._session
         if session is None:
-            raise BackendError("upstream", f"{self.label} is not running")
+            raise BackendError(Failure.upstream, f"{self.label} is not running")
         if name not in self.tools:
-            raise BackendError("upstream", f"{self.label} does not offer {name}")
+            raise BackendError(Failure.upstream, f"{self.label} does not offer {name}")
         try:
             result = await session.call_tool(name, arguments, read_timeout_seconds=self.call_timeout)
         except MCPError as exc:
             if exc.code == types.REQUEST_TIMEOUT:  # what the client raises when `read_timeout_seconds` runs out
-                raise BackendError("timeout", f"{name} got no answer within {self.call_timeout}s") from None
-            raise BackendError("upstream", f"{name}: {exc.message}") from None
+                raise BackendError(Failure.timeout, f"{name} got no answer within {self.call_timeout}s") from None
+            raise BackendError(Failure.upstream, f"{name}: {exc.message}") from None
         if not isinstance(result, types.CallToolResult):
-            raise BackendError("upstream", f"{name}: unexpected result type {type(result).__name__}")
+            raise BackendError(Failure.upstream, f"{name}: unexpected result type {type(result).__name__}")
         return result
 
 

@@ -16,14 +16,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from backends.common.child import UpstreamClient
-from runtime.backend import BackendConfig, BackendError
+from backends.common.child import ChildClient
+from runtime.backend import BackendConfig, BackendError, Failure
+
+NODE_BIN_ENV = "COMPUTER_USE_NODE_BIN"
+
+
+def node_bin() -> Path:
+    """Where the pinned npm MCP servers are: `$COMPUTER_USE_NODE_BIN`, else a checkout's `backends/node_modules/.bin`.
+
+    A wheel does not carry the npm servers (they are installed by `npm ci` from backends/package-lock.json), so an
+    installed runtime is told where a pinned install lives."""
+    explicit = os.environ.get(NODE_BIN_ENV, "").strip()
+    if explicit:
+        return Path(explicit)
+    return Path(__file__).resolve().parents[1] / "node_modules" / ".bin"
 
 
 class ChildBackend:
     EXECUTABLE: ClassVar[str]
-    """The npm bin (in `config.node_bin`); also the child's name in messages and its stderr log."""
-    CLIENT: ClassVar[Callable[..., UpstreamClient]]
+    """The npm bin (in `node_bin()`); also the child's name in messages and its stderr log."""
+    CLIENT: ClassVar[Callable[..., ChildClient]]
     """The child owner bound to this upstream's allowlist: `CLIENT(executable, args, **options)`."""
     PRIVATE_DIRS: ClassVar[tuple[str, ...]]
     """Directories created in the workdir before start (HOME, TMPDIR, XDG_* and the upstream's own)."""
@@ -33,7 +46,8 @@ class ChildBackend:
         self.call_timeout = call_timeout
         self.start_timeout = start_timeout
         self.workdir = Path(config.workdir).resolve()
-        self.client: UpstreamClient | None = None
+        self.node_bin = node_bin()
+        self.client: ChildClient | None = None
         self._lost: str | None = None  # sticky: once the bound page is gone, nothing more goes upstream
 
     def command(self) -> tuple[Path, list[str], dict[str, str]]:
@@ -53,8 +67,8 @@ class ChildBackend:
     async def start(self) -> None:
         if self.client is not None:
             raise RuntimeError("backend already started")
-        if not os.access(Path(self.config.node_bin) / self.EXECUTABLE, os.X_OK):
-            raise BackendError("upstream", f"{self.EXECUTABLE} is not installed in {self.config.node_bin} (npm ci)")
+        if not os.access(self.node_bin / self.EXECUTABLE, os.X_OK):
+            raise BackendError(Failure.upstream, f"{self.EXECUTABLE} is not installed in {self.node_bin} (npm ci)")
         self._prepare()
         executable, args, env = self.command()
         options: dict[str, Any] = {
@@ -71,7 +85,7 @@ class ChildBackend:
                 (self.workdir / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
             missing = sorted(self.client.allowlist - await self.client.start())
             if missing:
-                raise BackendError("upstream", f"{self.EXECUTABLE} lacks allowlisted tools: {', '.join(missing)}")
+                raise BackendError(Failure.upstream, f"{self.EXECUTABLE} lacks allowlisted tools: {', '.join(missing)}")
         except BaseException:
             await self.close()
             raise
@@ -88,4 +102,4 @@ class ChildBackend:
         if self._lost is None:
             self._lost = self.config.target_state()
         if self._lost is not None:
-            raise BackendError("target_lost", self._lost)
+            raise BackendError(Failure.target_lost, self._lost)

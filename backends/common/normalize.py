@@ -241,19 +241,3 @@ def normalize(url: str, title: str, roots: list[AriaNode], upstream_chars: int =
         upstream_chars=upstream_chars,
         elements_dropped=walk.dropped,
     )
-
-
-def render(snapshot: Snapshot) -> str:
-    """A compact text rendering of a Snapshot (what a model would read), used for cost comparisons."""
-    lines = [f"url: {snapshot.url}", f"title: {snapshot.title}", "elements:"]
-    for e in snapshot.elements:
-        line = f"{e.ref} {e.role} {json.dumps(e.name, ensure_ascii=False)}"
-        if e.value:
-            line += f" = {json.dumps(e.value, ensure_ascii=False)}"
-        if e.checked:
-            line += " [checked]"
-        if e.disabled:
-            line += " [disabled]"
-        lines.append(line)
-    lines += ["text:", snapshot.text]
-    return "\n".join(lines)

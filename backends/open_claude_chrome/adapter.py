@@ -24,7 +24,7 @@ calls, and a click can have effects of its own); `form_input` addresses the fiel
 value, which is what `type` means in the other backends too.
 
 Every ref is re-checked against the live DOM before anything is sent (`refs.py`): a moved, replaced or changed
-element is `BackendError("element", "stale_observation: …")` with no input. A click or key that starts a
+element is `BackendError(Failure.stale, "…")` with no input. A click or key that starts a
 navigation returns once the new document is parsed; a navigation that does not finish is a `timeout`. Controls in
 cross-site iframes are read and acted on in place (their renderers are child sessions of the bound page).
 """
@@ -37,7 +37,7 @@ from backends.common.normalize import FIELD_ROLES, MAX_ELEMENTS
 from backends.open_claude_chrome.contract import ToolContract
 from backends.open_claude_chrome.refs import REF
 from backends.open_claude_chrome.session import PageSession
-from runtime.backend import BackendConfig, BackendError, Element, Snapshot
+from runtime.backend import BackendConfig, BackendError, Element, Failure, Snapshot
 from runtime.models import Action
 
 SNAPSHOT_MAX_CHARS = 5_000_000
@@ -56,17 +56,12 @@ class OpenClaudeChromeBackend:
         navigation_timeout: float = 20.0,
         settle_timeout: float = 3.0,
         screenshot_timeout: float = 10.0,
-        sabotage_blind_refs: bool = False,
     ) -> None:
-        """`sabotage_blind_refs` makes ref clicks land on the point the ref had at the read, without the re-check:
-        the deliberately broken variant the stale-ref negative control runs. Only tests pass it; no setting, CLI
-        flag or environment variable of the runtime reaches it (the runtime builds backends from `config` alone)."""
         self.config = config
         self.call_timeout = call_timeout
         self.navigation_timeout = navigation_timeout
         self.settle_timeout = settle_timeout
         self.screenshot_timeout = screenshot_timeout
-        self._sabotage_blind_refs = sabotage_blind_refs
         self.session: PageSession | None = None
         self.contract: ToolContract | None = None
 
@@ -86,7 +81,6 @@ class OpenClaudeChromeBackend:
             navigation_timeout=self.navigation_timeout,
             settle_timeout=self.settle_timeout,
             screenshot_timeout=self.screenshot_timeout,
-            sabotage_blind_refs=self._sabotage_blind_refs,
         )
 
     async def close(self) -> None:
@@ -96,7 +90,7 @@ class OpenClaudeChromeBackend:
 
     def _contract(self) -> ToolContract:
         if self.contract is None:
-            raise BackendError("upstream", "backend not started")
+            raise BackendError(Failure.upstream, "backend not started")
         return self.contract
 
     async def snapshot(self) -> Snapshot:
@@ -138,7 +132,7 @@ class OpenClaudeChromeBackend:
         elif name == "navigate":
             await contract.navigate(**arguments)
         else:  # pragma: no cover - contract_call names only the three above
-            raise BackendError("upstream", f"no contract tool {name!r}")
+            raise BackendError(Failure.upstream, f"no contract tool {name!r}")
 
     def contract_call(self, action: Action, element: Element | None) -> tuple[str, dict[str, Any]]:
         """The one contract (tool, arguments) for a canonical Action. Pure; raises BackendError if none fits."""
@@ -152,13 +146,15 @@ class OpenClaudeChromeBackend:
             return "navigate", {"url": action.url}
         if kind == "press":
             if action.ref is not None or element is not None:
-                raise BackendError("upstream", "open_claude_chrome presses keys on the focused element only (no ref)")
+                raise BackendError(
+                    Failure.upstream, "open_claude_chrome presses keys on the focused element only (no ref)"
+                )
             return "computer", {"action": "key", "text": action.key}
         if kind == "scroll" and action.ref is None and element is None:
             return "computer", {"action": "scroll", "scroll_direction": action.direction or "down"}
         ref = element.ref if element is not None else action.ref
         if ref is None or not REF.fullmatch(ref):
-            raise BackendError("element", f"not an open_claude_chrome ref: {ref!r}")
+            raise BackendError(Failure.element, f"not an open_claude_chrome ref: {ref!r}")
         if kind == "click":
             return "computer", {"action": "left_click", "ref": ref}
         if kind == "scroll":
@@ -166,16 +162,16 @@ class OpenClaudeChromeBackend:
         if kind == "type":
             if action.submit:
                 raise BackendError(
-                    "upstream",
+                    Failure.upstream,
                     "open_claude_chrome cannot type and submit in one call: send type, then press Enter",
                 )
             return "form_input", {"ref": ref, "value": action.text or ""}
         if kind == "select":
             values = list(action.values or [])
             if len(values) != 1:
-                raise BackendError("element", "open_claude_chrome selects exactly one option per action")
+                raise BackendError(Failure.element, "open_claude_chrome selects exactly one option per action")
             return "form_input", {"ref": ref, "value": values[0]}
-        raise BackendError("upstream", f"unsupported action type {kind!r}")
+        raise BackendError(Failure.upstream, f"unsupported action type {kind!r}")
 
     async def screenshot(self) -> bytes:
         result = await self._contract().computer(action="screenshot")

@@ -14,8 +14,8 @@ own. What differs, on purpose:
 - `read_page(depth=None)` reads without a depth bound (the adapter pages the element list itself).
 - A click, key or `form_input` that makes the page navigate returns once the new document is parsed
   (DOMContentLoaded), bounded; one that does not finish in time is a `timeout`, never a success.
-- Errors are `BackendError`s with the runtime's kinds; a ref that no longer matches its element says
-  `stale_observation` (see `refs.py`).
+- Errors are `BackendError`s with the runtime's kinds (`Failure`); a ref that no longer matches its element is
+  `Failure.stale` (see `refs.py`).
 
 Every call is bounded (`PageSession`). Input goes through `Input.dispatchMouseEvent` / `Input.insertText` /
 `Input.dispatchKeyEvent` on the page's own session, which Chromium delivers to unfocused and hidden pages alike:
@@ -39,7 +39,7 @@ from backends.open_claude_chrome.accessibility import AXItem, PageRead
 from backends.open_claude_chrome.cursor import ActionCursor
 from backends.open_claude_chrome.refs import Identity, IsolatedWorlds, Mode, RefTable, recheck
 from backends.open_claude_chrome.session import PageSession, ProtocolError
-from runtime.backend import BackendError
+from runtime.backend import BackendError, Failure
 
 ComputerAction = Literal[
     "left_click",
@@ -166,7 +166,7 @@ def tool(
         try:
             return await method(self, *args, **kwargs)
         except ProtocolError as exc:
-            raise BackendError("upstream", f"{method.__name__}: {exc}") from None
+            raise BackendError(Failure.upstream, f"{method.__name__}: {exc}") from None
 
     return call
 
@@ -182,10 +182,7 @@ class ToolContract:
         navigation_timeout: float = 20.0,
         settle_timeout: float = 3.0,
         screenshot_timeout: float = 10.0,
-        sabotage_blind_refs: bool = False,
     ) -> None:
-        """`sabotage_blind_refs` replaces the ref re-check with a click at the ref's remembered point: the broken
-        variant the stale-ref negative control must catch. Only tests pass it."""
         self.session = session
         self.navigation_timeout = navigation_timeout
         self.settle_timeout = settle_timeout
@@ -193,7 +190,6 @@ class ToolContract:
         self.refs = RefTable()
         self.worlds = IsolatedWorlds(session)
         self.cursor = ActionCursor(session)
-        self._sabotage_blind_refs = sabotage_blind_refs
         self._shared: contextvars.ContextVar[list[PageRead] | None] = contextvars.ContextVar("shared", default=None)
         """Inside `one_read()`: the read this task's tools share (a context variable, so concurrent callers don't)."""
         self._screenshot_of: str | None = None
@@ -240,7 +236,7 @@ class ToolContract:
             identity = self.refs.get(ref_id)
             start = read.find_backend(identity.frame_id, identity.backend_id)
             if start is None or read.loaders.get(identity.frame_id) != identity.loader_id:
-                raise BackendError("element", f"stale_observation: {ref_id} is no longer in the page")
+                raise BackendError(Failure.stale, f"{ref_id} is no longer in the page")
             roots = [start]
         nodes: list[PageNode] = []
         lines: list[str] = []
@@ -271,7 +267,7 @@ class ToolContract:
         text = "\n".join(lines)
         if len(text) > max_chars:
             raise BackendError(
-                "upstream",
+                Failure.upstream,
                 f"read_page output is {len(text):,} characters, over max_chars={max_chars:,}: pass a smaller depth, "
                 "filter='interactive', or a ref_id to read part of the page",
             )
@@ -287,7 +283,7 @@ class ToolContract:
     async def find(self, query: str) -> FindResult:
         """Up to `find.LIMIT` elements matching a natural-language description, best first."""
         if not query.strip():
-            raise BackendError("upstream", "find needs a query")
+            raise BackendError(Failure.upstream, "find needs a query")
         read = await self._read()
         ranked = find.rank(query, find.candidates(read))
         matches: list[FindMatch] = []
@@ -317,7 +313,7 @@ class ToolContract:
             history = await self.session.send("Page.getNavigationHistory")
             index = history["currentIndex"] + (-1 if url == "back" else 1)
             if not 0 <= index < len(history["entries"]):
-                raise BackendError("upstream", f"there is no page to go {url} to")
+                raise BackendError(Failure.upstream, f"there is no page to go {url} to")
             before = self.session.navigations
             await self.session.send("Page.navigateToHistoryEntry", {"entryId": history["entries"][index]["id"]})
             await self._await(lambda: self.session.navigations > before and not self.session.loading)
@@ -327,9 +323,9 @@ class ToolContract:
         try:
             started = await self.session.send("Page.navigate", {"url": url}, timeout=self.navigation_timeout)
         except ProtocolError as exc:
-            raise BackendError("upstream", f"navigate: {exc.message}") from None
+            raise BackendError(Failure.upstream, f"navigate: {exc.message}") from None
         if started.get("errorText"):
-            raise BackendError("upstream", f"navigate to {url} failed: {started['errorText']}")
+            raise BackendError(Failure.upstream, f"navigate to {url} failed: {started['errorText']}")
         loader = started.get("loaderId")
         if loader:  # a new document (a same-document navigation has none and is done already)
             session = self.session
@@ -351,7 +347,7 @@ class ToolContract:
                 await session.wait_until(lambda: not session.navigation_pending, self.navigation_timeout)
             except TimeoutError:
                 why = f"the action started a navigation that did not finish within {self.navigation_timeout:g}s"
-                raise BackendError("timeout", why) from None
+                raise BackendError(Failure.timeout, why) from None
 
     async def _flush(self) -> None:
         # A form submission is a task the page posts while handling the click, so its navigation request can reach
@@ -368,14 +364,14 @@ class ToolContract:
         except ProtocolError:
             pass  # the document is already gone: the navigation's own events tell the rest
         except BackendError as exc:
-            if exc.kind != "timeout":  # a page blocked by a dialog does not answer; the next call will say so
+            if exc.kind != Failure.timeout:  # a page blocked by a dialog does not answer; the next call will say so
                 raise
 
     async def _await(self, ready: Callable[[], bool]) -> None:
         try:
             await self.session.wait_until(ready, self.navigation_timeout)
         except TimeoutError:
-            raise BackendError("timeout", f"the page did not load within {self.navigation_timeout:g}s") from None
+            raise BackendError(Failure.timeout, f"the page did not load within {self.navigation_timeout:g}s") from None
 
     @tool
     async def form_input(self, ref: str, value: str | bool | float) -> FormInputResult:
@@ -429,7 +425,7 @@ class ToolContract:
                 "wait": "the runtime does not wait on an agent's behalf; observe again instead",
                 "left_click_drag": "drag is not a canonical action",
             }[action]
-            raise BackendError("upstream", f"computer action {action!r} is not available: {reason}")
+            raise BackendError(Failure.upstream, f"computer action {action!r} is not available: {reason}")
         if action == "screenshot":
             return await self._screenshot()
         if action == "key":
@@ -437,20 +433,20 @@ class ToolContract:
                 return await self._key(text, repeat)
         if action == "type":
             if not text:
-                raise BackendError("upstream", "computer type needs text")
+                raise BackendError(Failure.upstream, "computer type needs text")
             await self.session.send("Input.insertText", {"text": text})
             return ComputerResult(action)
         if coordinate is not None and ref is not None:
-            raise BackendError("upstream", "give either ref or coordinate, not both")
+            raise BackendError(Failure.upstream, "give either ref or coordinate, not both")
         if coordinate is not None:
             self._check_coordinate(coordinate)
         try:
             modifier_bits = keys.modifier_bits(modifiers)
         except keys.UnknownKey as exc:
-            raise BackendError("upstream", f"computer modifiers: {exc}") from None
+            raise BackendError(Failure.upstream, f"computer modifiers: {exc}") from None
         if action == "scroll_to":
             if ref is None:
-                raise BackendError("upstream", "scroll_to needs a ref")
+                raise BackendError(Failure.upstream, "scroll_to needs a ref")
             answer = await self._recheck(ref, self.refs.get(ref), "scroll")
             return ComputerResult(action, (answer["x"], answer["y"]))
         if action == "scroll":
@@ -465,7 +461,7 @@ class ToolContract:
             async with self._may_navigate():
                 await self._click(point, button, count, modifier_bits)
             return ComputerResult(action, point)
-        raise BackendError("upstream", f"unknown computer action {action!r}")
+        raise BackendError(Failure.upstream, f"unknown computer action {action!r}")
 
     # -- parts ---------------------------------------------------------------------------------------------------
 
@@ -473,13 +469,13 @@ class ToolContract:
         """A coordinate describes the screenshot taken by the call just before, of this document, and lies in it."""
         if self._previous_screenshot != self.session.main.loader_id or self._screenshot_size is None:
             raise BackendError(
-                "element",
-                "stale_observation: coordinates are valid only in the call right after a screenshot of this page",
+                Failure.stale,
+                "coordinates are valid only in the call right after a screenshot of this page",
             )
         width, height = self._screenshot_size
         x, y = coordinate
         if not (0 <= x < width and 0 <= y < height):
-            raise BackendError("element", f"({x:g}, {y:g}) is outside the {width}x{height} screenshot")
+            raise BackendError(Failure.element, f"({x:g}, {y:g}) is outside the {width}x{height} screenshot")
 
     async def _recheck(self, ref: str, identity: Identity, mode: Mode, arg: Any = None) -> dict[str, Any]:
         return await recheck(self.session, self.worlds, ref, identity, mode, arg)
@@ -493,12 +489,8 @@ class ToolContract:
             x, y = coordinate
             return float(x), float(y)
         if ref is None:
-            raise BackendError("upstream", "a click needs a ref or a coordinate")
+            raise BackendError(Failure.upstream, "a click needs a ref or a coordinate")
         identity = self.refs.get(ref)
-        if self._sabotage_blind_refs:
-            if identity.centre is None:
-                raise BackendError("element", f"{ref} had no box")
-            return identity.centre
         answer = await self._recheck(ref, identity, "point")
         return float(answer["x"]), float(answer["y"])
 
@@ -524,13 +516,13 @@ class ToolContract:
 
     async def _key(self, text: str | None, repeat: int) -> ComputerResult:
         if not text:
-            raise BackendError("upstream", "computer key needs text (e.g. 'Enter', 'ctrl+a')")
+            raise BackendError(Failure.upstream, "computer key needs text (e.g. 'Enter', 'ctrl+a')")
         if not 1 <= repeat <= 100:
-            raise BackendError("upstream", "repeat must be between 1 and 100")
+            raise BackendError(Failure.upstream, "repeat must be between 1 and 100")
         try:
             chords = keys.parse(text)
         except keys.UnknownKey as exc:
-            raise BackendError("upstream", f"computer key: {exc}") from None
+            raise BackendError(Failure.upstream, f"computer key: {exc}") from None
         for _ in range(repeat):
             for chord in chords:
                 for event in keys.events(chord):
@@ -545,9 +537,9 @@ class ToolContract:
         amount: int,
     ) -> ComputerResult:
         if direction not in ("up", "down", "left", "right"):
-            raise BackendError("upstream", "scroll needs scroll_direction up/down/left/right")
+            raise BackendError(Failure.upstream, "scroll needs scroll_direction up/down/left/right")
         if not 1 <= amount <= 10:
-            raise BackendError("upstream", "scroll_amount must be between 1 and 10")
+            raise BackendError(Failure.upstream, "scroll_amount must be between 1 and 10")
         if ref is not None:
             point = await self._point(None, ref)
         elif coordinate is not None:
@@ -570,17 +562,17 @@ class ToolContract:
         try:
             shot = await self.session.send("Page.captureScreenshot", {"format": "png"}, timeout=self.screenshot_timeout)
         except BackendError as exc:
-            if exc.kind == "timeout":
+            if exc.kind == Failure.timeout:
                 raise BackendError(
-                    "timeout",
+                    Failure.timeout,
                     "the page did not render a screenshot in time (a minimized or hidden window renders no frames)",
                 ) from None
             raise
         except ProtocolError as exc:
-            raise BackendError("upstream", f"screenshot: {exc.message}") from None
+            raise BackendError(Failure.upstream, f"screenshot: {exc.message}") from None
         data = base64.b64decode(shot["data"])
         if not data.startswith(PNG_MAGIC):
-            raise BackendError("upstream", "the screenshot is not a PNG")
+            raise BackendError(Failure.upstream, "the screenshot is not a PNG")
         self._screenshot_of = self.session.main.loader_id
         width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
         self._screenshot_size = (width, height)

@@ -6,7 +6,7 @@ position in the DOM — element-sibling indexes from <html> down —, and its si
 text content). Before acting, the adapter resolves the backend node id in an isolated world (page scripts cannot
 redefine what the check calls) and the check compares position and signature in the page, in the same call that
 then locates the element. Anything that differs — another document, the node removed or replaced, the node moved
-(a re-sorted list), its content changed — is a stale ref: `BackendError("element", "stale_observation: …")`,
+(a re-sorted list), its content changed — is a stale ref: `BackendError(Failure.stale, "…")`,
 and no input is sent. Coordinates are never remembered and replayed: the point is computed, and hit-tested, at
 the moment of acting (for an element in a cross-site iframe, in its own renderer, then carried up through each
 <iframe>'s box, which must itself be what lies at that point).
@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from backends.open_claude_chrome.accessibility import SIGNATURE_ATTRS, SIGNATURE_TEXT, AXItem, DomFacts, PageRead
 from backends.open_claude_chrome.session import PageSession, ProtocolError
-from runtime.backend import BackendError
+from runtime.backend import BackendError, Failure
 
 REF = re.compile(r"^ref_(\d+)$")
 """The contract's ref syntax. Nothing else ever addresses an element: no selectors, no XPath."""
@@ -79,10 +79,10 @@ class RefTable:
 
     def get(self, ref: str) -> Identity:
         if not REF.fullmatch(ref or ""):
-            raise BackendError("element", f"not a ref of this backend: {ref!r} (refs look like ref_12)")
+            raise BackendError(Failure.element, f"not a ref of this backend: {ref!r} (refs look like ref_12)")
         identity = self._identities.get(ref)
         if identity is None:
-            raise BackendError("element", f"stale_observation: {ref} is not in the latest read_page or find result")
+            raise BackendError(Failure.stale, f"{ref} is not in the latest read_page or find result")
         return identity
 
     def __len__(self) -> int:
@@ -268,12 +268,12 @@ async def recheck(
     """Re-check `identity` on the live page and, if it still holds, do the mode's in-page part; return the answer
     with `x`/`y` in the page's viewport (CSS px).
 
-    Raises BackendError("element") for a stale ref (the message starts with `stale_observation`) or for an element
+    Raises BackendError(Failure.stale) for a stale ref, or BackendError(Failure.element) for an element
     that cannot take the action. Two calls (`DOM.resolveNode`, one `Runtime.callFunctionOn`) on the renderer that
     holds the element; for an element in an out-of-process iframe, the iframe's place in its parent is read too."""
     state = session.frames.get(identity.frame_id)
     if state is None or state.loader_id != identity.loader_id:
-        raise BackendError("element", f"stale_observation: {ref} belongs to a document the page no longer shows")
+        raise BackendError(Failure.stale, f"{ref} belongs to a document the page no longer shows")
     target = session.session_of(identity.frame_id)
     context = await worlds.context(identity.frame_id, identity.loader_id)
     try:
@@ -281,7 +281,7 @@ async def recheck(
             "DOM.resolveNode", {"backendNodeId": identity.backend_id, "executionContextId": context}, session=target
         )
     except ProtocolError:
-        raise BackendError("element", f"stale_observation: {ref} ({_label(identity)}) is gone from the page") from None
+        raise BackendError(Failure.stale, f"{ref} ({_label(identity)}) is gone from the page") from None
     try:
         answer = await session.send(
             "Runtime.callFunctionOn",
@@ -295,16 +295,16 @@ async def recheck(
         )
     except ProtocolError as exc:
         # The document went away under the call (a navigation between the two calls).
-        raise BackendError("element", f"stale_observation: {ref} could not be checked: {exc.message}") from None
+        raise BackendError(Failure.stale, f"{ref} could not be checked: {exc.message}") from None
     if "exceptionDetails" in answer:
         detail = answer["exceptionDetails"].get("exception", {}).get("description") or answer["exceptionDetails"]
-        raise BackendError("upstream", f"the ref check failed in the page: {str(detail)[:200]}")
+        raise BackendError(Failure.upstream, f"the ref check failed in the page: {str(detail)[:200]}")
     value: dict[str, Any] = answer.get("result", {}).get("value") or {}
     if "stale" in value:
         why = value["stale"]
-        raise BackendError("element", f"stale_observation: {ref} ({_label(identity)}) no longer matches: {why}")
+        raise BackendError(Failure.stale, f"{ref} ({_label(identity)}) no longer matches: {why}")
     if "refused" in value:
-        raise BackendError("element", f"{ref} ({_label(identity)}): {value['refused']}")
+        raise BackendError(Failure.element, f"{ref} ({_label(identity)}): {value['refused']}")
     if value.get("remote") and value.get("x") is not None:
         x, y = await _into_page(session, target, (value["x"], value["y"]), ref, hit_test=mode in ("point", "scroll"))
         value["x"], value["y"] = x, y
@@ -320,7 +320,7 @@ async def _into_page(
     while renderer != session.session_id:
         child = session.children.get(renderer)
         if child is None:
-            raise BackendError("element", f"stale_observation: the frame that holds {ref} is gone")
+            raise BackendError(Failure.stale, f"the frame that holds {ref} is gone")
         try:
             owner = (
                 await session.send("DOM.getFrameOwner", {"frameId": child.frame_id}, session=child.parent_session)
@@ -338,9 +338,9 @@ async def _into_page(
                     session=child.parent_session,
                 )
                 if hit.get("backendNodeId") != owner:
-                    raise BackendError("element", f"{ref}: another element is on top of the frame that holds it")
+                    raise BackendError(Failure.element, f"{ref}: another element is on top of the frame that holds it")
         except ProtocolError as exc:
-            raise BackendError("element", f"stale_observation: the frame that holds {ref} moved away: {exc}") from None
+            raise BackendError(Failure.stale, f"the frame that holds {ref} moved away: {exc}") from None
         renderer = child.parent_session
     return x, y
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.backend import BackendError
+from runtime.backend import BackendError, Failure
 from runtime.cdp import CDPConnection, CDPError
 
 LOST_TEXT = re.compile(r"session with given id not found|no target with given id|target closed|target crashed", re.I)
@@ -114,13 +114,15 @@ class PageSession:
         try:
             self.cdp = await asyncio.wait_for(CDPConnection.connect(self.endpoint), self.connect_timeout)
         except Exception as exc:  # OSError, aiohttp's errors, a timeout, a discovery answer without a ws URL
-            raise BackendError("upstream", f"cannot connect to the CDP endpoint {self.endpoint}: {exc!r}") from None
+            raise BackendError(
+                Failure.upstream, f"cannot connect to the CDP endpoint {self.endpoint}: {exc!r}"
+            ) from None
         self.cdp.listen(self._on_message)
         self._watch = asyncio.ensure_future(self._watch_connection(self.cdp))
         try:
             await self._attach()
         except ProtocolError as exc:
-            raise BackendError("upstream", f"cannot attach to the page: {exc}") from None
+            raise BackendError(Failure.upstream, f"cannot attach to the page: {exc}") from None
 
     async def _attach(self) -> None:
         await self._browser("Target.setDiscoverTargets", {"discover": True})
@@ -128,7 +130,9 @@ class PageSession:
         pages = [info for info in infos if info.get("type") == "page"]
         if len(pages) != 1:
             # Refuse rather than guess: acting on "the first page" is exactly the mistake the gateway exists to stop.
-            raise BackendError("upstream", f"the CDP endpoint shows {len(pages)} pages; a scoped endpoint shows one")
+            raise BackendError(
+                Failure.upstream, f"the CDP endpoint shows {len(pages)} pages; a scoped endpoint shows one"
+            )
         self.target_id = pages[0]["targetId"]
         attached = await self._browser("Target.attachToTarget", {"targetId": self.target_id, "flatten": True})
         self.session_id = attached["sessionId"]
@@ -189,12 +193,13 @@ class PageSession:
         if self.lost is None and (why := self._target_state()) is not None:
             self._set_lost(why)
         if self.lost is not None:
-            raise BackendError("target_lost", self.lost)
+            raise BackendError(Failure.target_lost, self.lost)
 
     def check_dialog(self) -> None:
         if self.dialog is not None:
             raise BackendError(
-                "dialog", f"a JavaScript dialog is open ({self.dialog}); the runtime never answers one: the user must"
+                Failure.dialog,
+                f"a JavaScript dialog is open ({self.dialog}); the runtime never answers one: the user must",
             )
 
     async def _browser(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -210,7 +215,7 @@ class PageSession:
         """One command on the bound page (or, with `session`, on one of its out-of-process iframes).
         Raises BackendError (target_lost, timeout) or ProtocolError."""
         if not self.session_id:
-            raise BackendError("upstream", "the backend is not started")
+            raise BackendError(Failure.upstream, "the backend is not started")
         return await self._call(method, params, session or self.session_id, timeout or self.call_timeout)
 
     async def _call(
@@ -221,7 +226,7 @@ class PageSession:
             self.check_dialog()
         cdp = self.cdp
         if cdp is None:
-            raise BackendError("upstream", "the backend is not started")
+            raise BackendError(Failure.upstream, "the backend is not started")
         call = asyncio.ensure_future(cdp.send(method, params, session_id=session_id, timeout=timeout))
         lost = asyncio.ensure_future(self._lost_event.wait())
         dialog = asyncio.ensure_future(self._dialog_event.wait())
@@ -245,7 +250,7 @@ class PageSession:
             return call.result()
         except TimeoutError:
             self.check()  # a crash often shows first as a command nobody answers
-            raise BackendError("timeout", f"{method}: no answer within {timeout:g}s") from None
+            raise BackendError(Failure.timeout, f"{method}: no answer within {timeout:g}s") from None
         except CDPError as exc:
             self.check()
             text = str(exc)

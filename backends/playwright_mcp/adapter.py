@@ -15,7 +15,7 @@ Action mapping (exactly one upstream tool call per canonical Action; nothing els
     screenshot()          -> browser_take_screenshot {type: png, scale: css}    (inline image, viewport only)
     snapshot()            -> browser_snapshot {}                                (inline ARIA YAML)
 
-Not expressible as one upstream call, so refused with BackendError("upstream") before anything is sent:
+Not expressible as one upstream call, so refused with BackendError(Failure.upstream) before anything is sent:
 `press` with a ref (the upstream only presses on the focused element; focusing first would be a second call) and
 a point scroll (the wheel tool has no position; moving the mouse first would be a second call).
 
@@ -40,10 +40,10 @@ from typing import Any
 import mcp_types as types
 
 from backends.common.child_backend import ChildBackend
-from backends.playwright_mcp.client import UpstreamClient
+from backends.playwright_mcp.client import PlaywrightClient
 from backends.playwright_mcp.errors import upstream_error
 from backends.playwright_mcp.snapshot import REF, SnapshotFormatError, parse_snapshot_answer
-from runtime.backend import BackendConfig, BackendError, Element, Snapshot
+from runtime.backend import BackendConfig, BackendError, Element, Failure, Snapshot
 from runtime.models import Action
 
 EXECUTABLE = "playwright-mcp"
@@ -57,7 +57,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 class PlaywrightMCPBackend(ChildBackend):
     name = "playwright_mcp"
     EXECUTABLE = EXECUTABLE
-    CLIENT = UpstreamClient
+    CLIENT = PlaywrightClient
     PRIVATE_DIRS = ("home", "tmp", "cache", "config", "data", "output")
 
     def __init__(
@@ -114,7 +114,7 @@ class PlaywrightMCPBackend(ChildBackend):
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1",
         }
-        return Path(self.config.node_bin) / EXECUTABLE, args, env
+        return self.node_bin / EXECUTABLE, args, env
 
     def _prepare(self) -> None:
         self._sockets_dir = self.workdir / "s"
@@ -132,14 +132,14 @@ class PlaywrightMCPBackend(ChildBackend):
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if self.client is None:
-            raise BackendError("upstream", "backend not started")
+            raise BackendError(Failure.upstream, "backend not started")
         self._check_target()
         result = await self.client.call(name, arguments)
         # The answer may be about a page the upstream opened after ours was gone: check again.
         self._check_target()
         if result.is_error:
             error = upstream_error(_text(result))
-            if error.kind == "target_lost":
+            if error.kind == Failure.target_lost:
                 self._lost = str(error)
             raise error
         return result
@@ -150,7 +150,7 @@ class PlaywrightMCPBackend(ChildBackend):
             # Off the event loop: a huge Page's answer takes seconds to parse, and other connections wait meanwhile.
             return await asyncio.to_thread(parse_snapshot_answer, _text(result), self.workdir)
         except (SnapshotFormatError, OSError) as exc:
-            raise BackendError("upstream", f"unreadable browser_snapshot answer: {exc}") from None
+            raise BackendError(Failure.upstream, f"unreadable browser_snapshot answer: {exc}") from None
 
     async def act(self, action: Action, element: Element | None) -> None:
         name, arguments = self.upstream_call(action, element)
@@ -162,19 +162,19 @@ class PlaywrightMCPBackend(ChildBackend):
         if action.is_point:
             if kind == "click":
                 return "browser_mouse_click_xy", {"x": action.x, "y": action.y}
-            raise BackendError("upstream", f"playwright_mcp cannot {kind} at a point in one upstream call")
+            raise BackendError(Failure.upstream, f"playwright_mcp cannot {kind} at a point in one upstream call")
         if kind == "navigate":
             return "browser_navigate", {"url": action.url}
         if kind == "press":
             if action.ref is not None or element is not None:
-                raise BackendError("upstream", "playwright_mcp presses keys on the focused element only (no ref)")
+                raise BackendError(Failure.upstream, "playwright_mcp presses keys on the focused element only (no ref)")
             return "browser_press_key", {"key": action.key}
         if kind == "scroll" and action.ref is None and element is None:
             dx, dy = WHEEL[action.direction or "down"]
             return "browser_mouse_wheel", {"deltaX": dx, "deltaY": dy}
         ref = element.ref if element is not None else action.ref
         if ref is None or not REF.fullmatch(ref):
-            raise BackendError("element", f"not a playwright_mcp snapshot ref: {ref!r}")
+            raise BackendError(Failure.element, f"not a playwright_mcp snapshot ref: {ref!r}")
         if kind == "click":
             return "browser_click", {"target": ref}
         if kind == "type":
@@ -183,16 +183,16 @@ class PlaywrightMCPBackend(ChildBackend):
             return "browser_select_option", {"target": ref, "values": list(action.values or [])}
         if kind == "scroll":
             return "browser_hover", {"target": ref}
-        raise BackendError("upstream", f"unsupported action type {kind!r}")
+        raise BackendError(Failure.upstream, f"unsupported action type {kind!r}")
 
     async def screenshot(self) -> bytes:
         result = await self._call("browser_take_screenshot", {"type": "png", "scale": "css"})
         images = [c for c in result.content if isinstance(c, types.ImageContent)]
         if len(images) != 1:
-            raise BackendError("upstream", f"browser_take_screenshot returned {len(images)} images")
+            raise BackendError(Failure.upstream, f"browser_take_screenshot returned {len(images)} images")
         data = base64.b64decode(images[0].data)
         if not data.startswith(PNG_MAGIC):
-            raise BackendError("upstream", f"browser_take_screenshot returned {images[0].mime_type}, not a PNG")
+            raise BackendError(Failure.upstream, f"browser_take_screenshot returned {images[0].mime_type}, not a PNG")
         return data
 
 

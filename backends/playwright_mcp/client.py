@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from backends.common.child import ToolRefused, group_alive
-from backends.common.child import UpstreamClient as _UpstreamClient
+from backends.common.child import ChildClient, ToolRefused, group_alive
 
-__all__ = ["ALLOWLIST", "LABEL", "ToolRefused", "UpstreamClient", "group_alive"]
+__all__ = ["ALLOWLIST", "LABEL", "PlaywrightClient", "ToolRefused", "group_alive"]
 
 LABEL = "playwright-mcp"
 
@@ -38,7 +37,7 @@ browser_console_messages, browser_handle_dialog, browser_resize, storage/cookie/
 WebMCP tools."""
 
 
-class UpstreamClient(_UpstreamClient):
+class PlaywrightClient(ChildClient):
     """The shared child owner, bound to @playwright/mcp's allowlist."""
 
     def __init__(self, command: Path, args: list[str], **options: Any) -> None:

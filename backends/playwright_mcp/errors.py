@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from runtime.backend import BackendError
+from runtime.backend import BackendError, Failure
 
 TARGET_LOST = re.compile(
     r"Target page, context or browser has been closed"
@@ -49,17 +49,17 @@ ACTIONABILITY = re.compile(
 )
 
 
-def classify(text: str) -> str:
+def classify(text: str) -> Failure:
     """The BackendError kind for an upstream error text."""
     if TARGET_LOST.search(text):
-        return "target_lost"
+        return Failure.target_lost
     if DIALOG.search(text):
-        return "dialog"
+        return Failure.dialog
     if TIMEOUT.search(text):
-        return "element" if ACTIONABILITY.search(text) else "timeout"
+        return Failure.element if ACTIONABILITY.search(text) else Failure.timeout
     if ELEMENT.search(text):
-        return "element"
-    return "upstream"
+        return Failure.element
+    return Failure.upstream
 
 
 def error_message(text: str, limit: int = 300) -> str:

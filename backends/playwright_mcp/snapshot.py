@@ -24,10 +24,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.common.normalize import AriaNode, compact, normalize, render
+from backends.common.normalize import AriaNode, compact, normalize
 from runtime.backend import Snapshot
 
-__all__ = ["REF", "SnapshotFormatError", "normalize", "parse_aria", "parse_snapshot_answer", "render"]
+__all__ = ["REF", "SnapshotFormatError", "normalize", "parse_aria", "parse_snapshot_answer"]
 
 REF = re.compile(r"^(?:f\d+)?e\d+$")
 """The upstream's own ref syntax. Anything else it would treat as a CSS/Playwright selector: never pass one."""

@@ -15,7 +15,7 @@ the bound page, and whatever Chromium auto-attaches under it (its OOPIF iframes 
   are refused.
 - `Target.getTargets` and target events are filtered to the bound page; a browser-level `Target.setAutoAttach` is
   turned into one `Target.attachToTarget` of the bound page, so the client never learns other pages exist.
-- Commands on sessions that are not the bound page's, and every method off the policy's allowlists (`policy.py`:
+- Commands on sessions that are not the bound page's, and every method off the policy's allowlists (`allowlist.py`:
   one for the browser level, one for the page's sessions, built from what each backend sends), are refused with a
   CDP error that names the gateway, and recorded in `refusals`.
 
@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp import web
 
-from runtime.gateway.policy import FORWARD, Policy, Verdict, refusal_message, static_verdict
+from runtime.gateway.allowlist import FORWARD, Policy, Verdict, refusal_message, static_verdict
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class GatewayEvent:
 
 
 @dataclass(frozen=True)
-class Refusal:
+class RefusedCommand:
     """A command (or HTTP request, `conn == 0`) the gateway answered with an error and never forwarded."""
 
     conn: int
@@ -95,7 +95,7 @@ class Refusal:
 
 @dataclass(frozen=True)
 class Absorbed:
-    """A command the gateway answered `{}` without forwarding (see `policy.ABSORBED`)."""
+    """A command the gateway answered `{}` without forwarding (see `allowlist.ABSORBED`)."""
 
     conn: int
     method: str
@@ -142,21 +142,16 @@ class ScopedGateway:
         *,
         on_event: Callable[[GatewayEvent], None] | None = None,
         policy: Policy = static_verdict,
-        sabotage_unscoped: bool = False,
     ) -> None:
-        """`policy` is the static method table (`policy.static_verdict`; the target checks stay the gateway's own).
-        `sabotage_unscoped` disables target filtering and every refusal: a deliberately broken gateway that
-        negative controls run their isolation checks against. Only tests pass it; no setting, CLI flag or
-        environment variable of the runtime reaches it."""
-        self._sabotage_unscoped = sabotage_unscoped
+        """`policy`: the static method table (`allowlist.static_verdict`); the target checks are the gateway's own."""
         self.policy = policy
         self.upstream_http = upstream_http.rstrip("/")
         self.target_id = target_id
-        self.refusals: list[Refusal] = []
+        self.refusals: list[RefusedCommand] = []
         self.absorbed: list[Absorbed] = []
         self.forwarded: Counter[tuple[str, str]] = Counter()
         """(level, method) → how many commands the gateway let through; level is "browser" or "page" (the bound
-        page's sessions and its children's): what the backend behind it really uses, against `policy.py`."""
+        page's sessions and its children's): what the backend behind it really uses, against `allowlist.py`."""
         self.events: list[GatewayEvent] = []
         self.target_info: dict[str, Any] = {}
         """The bound target's latest `TargetInfo`, as discovery reported it."""
@@ -260,11 +255,9 @@ class ScopedGateway:
 
     def _visible(self, target_id: str | None) -> bool:
         """The bound target and the children Chromium auto-attached under it; nothing else exists for a client."""
-        return self._sabotage_unscoped or target_id == self.target_id or target_id in self._children
+        return target_id == self.target_id or target_id in self._children
 
     def _decide(self, client: _Client, method: str, params: dict[str, Any], session_id: str | None) -> Verdict:
-        if self._sabotage_unscoped:
-            return FORWARD
         if session_id is not None and session_id not in client.sessions:
             return Verdict("refuse", "the session is not the bound page's")
         browser_level = client.browser_level and session_id is None
@@ -478,7 +471,7 @@ class ScopedGateway:
         await self._send(client, json.dumps(answer))
 
     def _refuse(self, conn: int, method: str, reason: str, session_id: str | None) -> None:
-        self.refusals.append(Refusal(conn, method, reason, session_id))
+        self.refusals.append(RefusedCommand(conn, method, reason, session_id))
         if len(self.refusals) > REFUSALS_KEPT:
             del self.refusals[: REFUSALS_KEPT // 2]
         log.info("gateway: refused %s on client %s: %s", method, conn, reason)

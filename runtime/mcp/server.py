@@ -178,10 +178,4 @@ def build_server(service: ComputerUseService) -> ComputerUseServer:
         outcome = await service.handle(args, request.meta, connection_of(request))
         return _to_call_result(outcome)  # type: ignore[return-value]
 
-    if "expose_upstream_tools" in service.sabotage:
-        # Negative control for the tool-surface proof: a runtime that leaks an upstream tool.
-        @server.tool(name="browser_snapshot")
-        async def browser_snapshot() -> str:
-            return "upstream tool exposed"
-
     return server

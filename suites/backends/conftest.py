@@ -22,9 +22,21 @@ from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient, CDPError
 from lab.tap import CDPTap
 from lab.workspace import LabPage, Workspace
-from runtime.backend import Backend, BackendConfig
+from runtime.backend import Backend, BackendConfig, Snapshot
 from runtime.gateway import ScopedGateway
 from runtime.models import Action
+from runtime.observation import render
+
+
+def observation_of(snapshot: Snapshot) -> list[str]:
+    """Every read of a full observation of `snapshot`, as the agent receives it (`runtime.observation.render`,
+    following `next_offset`): what the token figures measure."""
+    reads: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        text, offset = render(snapshot, "interactive", offset)
+        reads.append(text)
+    return reads
 
 
 async def page_targets(hands: CDPClient) -> set[str]:

@@ -17,10 +17,9 @@ import pytest
 
 from backends.chrome_devtools_mcp import ALLOWLIST, ChromeDevToolsMCPBackend, ToolRefused
 from backends.chrome_devtools_mcp.adapter import PAGE_ID
-from backends.chrome_devtools_mcp.client import UpstreamClient, group_alive
+from backends.chrome_devtools_mcp.client import DevToolsClient, group_alive
 from backends.chrome_devtools_mcp.errors import classify, navigation_failure
 from backends.chrome_devtools_mcp.snapshot import UID, SnapshotFormatError, nodes_of, parse_snapshot
-from backends.common.normalize import render
 from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient
 from lab.tap import BROWSER, CDPTap
@@ -29,7 +28,7 @@ from lab.workspace import LabPage, Workspace
 from runtime.backend import BackendConfig, BackendError, Element, Snapshot
 from runtime.gateway import ScopedGateway
 from runtime.models import Action
-from suites.backends.conftest import MakeCDM, cancel_a_held_navigation_then_navigate_again
+from suites.backends.conftest import MakeCDM, cancel_a_held_navigation_then_navigate_again, observation_of
 from suites.proofs import record_cost
 
 pytestmark = pytest.mark.req(backend="chrome_devtools_mcp")
@@ -101,7 +100,7 @@ async def test_snapshot_of_the_form_lists_its_controls_with_roles_names_state_an
     assert "Japan" in snapshot.text  # the select's options are readable
     assert "/catalogue/" not in snapshot.text  # link URLs are noise, not text
     assert "Full name" not in snapshot.text.splitlines()  # a label next to its own control is not repeated
-    assert snapshot.upstream_chars > len(render(snapshot))
+    assert snapshot.upstream_chars > len("".join(observation_of(snapshot)))
     assert tap.count(label="backend", category="screenshot") == 0
 
 
@@ -167,10 +166,10 @@ async def test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_token
     assert len([e for e in snapshot.elements if e.name == "Out of stock" and e.disabled]) >= 1
     assert abs(snapshot.upstream_chars - len(raw_text)) < 100  # same page, same answer modulo nothing
     raw_tokens = count_text(raw_text)
-    ours = count_text(render(parse_snapshot(raw.structured_content, raw_text)))
+    ours = sum(map(count_text, observation_of(parse_snapshot(raw.structured_content, raw_text))))
     figures(
         "catalogue snapshot tokens (o200k)",
-        {"raw take_snapshot text": Counter(t=raw_tokens), "normalized rendering": Counter(t=ours)},
+        {"raw take_snapshot text": Counter(t=raw_tokens), "our observation": Counter(t=ours)},
     )
     record_cost("observe-raw-catalogue-chrome_devtools_mcp", {"raw_tokens": raw_tokens, "normalized_tokens": ours})
     assert ours * 4 < raw_tokens
@@ -480,7 +479,7 @@ async def test_the_child_runs_in_the_workdir_writes_nothing_outside_and_close_le
 
 @pytest.mark.req("adapter:allowlist")
 async def test_the_call_site_refuses_every_tool_outside_the_allowlist_before_sending_anything(tmp_path: Path) -> None:
-    client = UpstreamClient(
+    client = DevToolsClient(
         Path("/nonexistent/chrome-devtools-mcp"),
         [],
         cwd=tmp_path,

@@ -16,16 +16,16 @@ import allure
 import pytest
 
 from backends.playwright_mcp import ALLOWLIST, PlaywrightMCPBackend, ToolRefused
-from backends.playwright_mcp.client import UpstreamClient, group_alive
+from backends.playwright_mcp.client import PlaywrightClient, group_alive
 from backends.playwright_mcp.errors import classify
-from backends.playwright_mcp.snapshot import REF, parse_aria, parse_snapshot_answer, render
+from backends.playwright_mcp.snapshot import REF, parse_aria, parse_snapshot_answer
 from fixtures_sites.server import FixtureServer
 from lab.tap import BROWSER, CDPTap
 from lab.tokens import count_text, image_size
 from lab.workspace import LabPage, Workspace
 from runtime.backend import BackendConfig, BackendError, Element
 from runtime.models import Action
-from suites.backends.conftest import MakeBackend, cancel_a_held_navigation_then_navigate_again
+from suites.backends.conftest import MakeBackend, cancel_a_held_navigation_then_navigate_again, observation_of
 from suites.proofs import record_cost
 
 pytestmark = pytest.mark.req(backend="playwright_mcp")
@@ -86,7 +86,7 @@ async def test_snapshot_of_the_form_lists_its_controls_with_roles_names_state_an
     assert "Delivery speed" in snapshot.text
     assert "Japan" in snapshot.text  # the select's options are readable
     assert "/catalogue/" not in snapshot.text  # link URLs are noise, not text
-    assert snapshot.upstream_chars > len(render(snapshot))
+    assert snapshot.upstream_chars > len("".join(observation_of(snapshot)))
     assert tap.count(label="backend", category="screenshot") == 0
 
 
@@ -151,10 +151,10 @@ async def test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_token
     assert roles["button"] >= 300  # an "Add to cart" (or disabled "Out of stock") per product
     assert len([e for e in snapshot.elements if e.name == "Out of stock" and e.disabled]) >= 1
     assert abs(snapshot.upstream_chars - len(raw)) < 100  # same page, same answer modulo nothing
-    raw_tokens, ours = count_text(raw), count_text(render(parse_snapshot_answer(raw)))
+    raw_tokens, ours = count_text(raw), sum(map(count_text, observation_of(parse_snapshot_answer(raw))))
     figures(
         "catalogue snapshot tokens (o200k)",
-        {"raw browser_snapshot": Counter(t=raw_tokens), "normalized rendering": Counter(t=ours)},
+        {"raw browser_snapshot": Counter(t=raw_tokens), "our observation": Counter(t=ours)},
     )
     record_cost("observe-raw-catalogue-playwright_mcp", {"raw_tokens": raw_tokens, "normalized_tokens": ours})
     assert ours * 4 < raw_tokens
@@ -314,7 +314,7 @@ async def test_the_child_runs_in_the_workdir_and_close_leaves_no_process_behind(
 
 @pytest.mark.req("adapter:allowlist")
 async def test_the_call_site_refuses_every_tool_outside_the_allowlist_before_sending_anything(tmp_path: Path) -> None:
-    client = UpstreamClient(
+    client = PlaywrightClient(
         Path("/nonexistent/playwright-mcp"),
         [],
         cwd=tmp_path,

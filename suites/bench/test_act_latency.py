@@ -38,7 +38,7 @@ from runtime.client import HostedClient
 from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult
 from runtime.service import PHASES, Settings
-from suites.conftest import client_in_task
+from suites.harness import client_in_task
 from suites.proofs import record_cost
 
 pytestmark = pytest.mark.req("bench:act-latency")

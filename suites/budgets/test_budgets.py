@@ -16,7 +16,7 @@ from mcp.server import MCPServer
 
 from lab.tokens import count_text
 from runtime.mcp.server import build_server
-from suites.conftest import ELEMENTS_HEADER, Agent
+from suites.harness import ELEMENTS_HEADER, Agent
 from suites.proofs import record_cost
 
 TOOLS_LIST_BUDGET = 1100
@@ -25,7 +25,7 @@ ELEMENT_LINE = re.compile(r"^\[([^\]]+)\] ")
 
 
 class _NoService:
-    sabotage = frozenset()
+    """tools/list never touches the service."""
 
 
 def tools_list_tokens(tools: list) -> int:

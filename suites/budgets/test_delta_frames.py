@@ -18,7 +18,7 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.tokens import count_text
 from runtime import delta, service
-from suites.conftest import Agent, Desk, Seen, ref_of
+from suites.harness import Agent, Desk, Seen, ref_of
 from suites.proofs import record_cost
 
 ACT_BUDGET = 150

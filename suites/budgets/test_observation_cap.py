@@ -27,7 +27,7 @@ from runtime import observation, service
 from runtime.observation import OBSERVATION_TOKENS
 from runtime.viewport import IN_VIEW_JS, IN_VIEW_MAX
 from suites.budgets.test_realistic_pages import read_all
-from suites.conftest import ELEMENT_LINE, ELEMENTS_HEADER, Agent, Seen
+from suites.harness import ELEMENT_LINE, ELEMENTS_HEADER, Agent, Seen
 from suites.proofs import record_cost
 
 ARTICLE = "/realistic/article"

@@ -26,7 +26,7 @@ from lab.workspace import Workspace
 from runtime.app import Runtime
 from runtime.client import HostedClient
 from runtime.service import Settings
-from suites.conftest import BACKENDS, ELEMENT_LINE, ELEMENTS_HEADER, Agent, Desk, Seen, client_in_task
+from suites.harness import BACKENDS, ELEMENT_LINE, ELEMENTS_HEADER, Agent, Desk, Seen, client_in_task
 from suites.proofs import record_cost
 
 pytestmark = pytest.mark.req("budget:realistic-pages")

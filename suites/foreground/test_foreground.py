@@ -26,7 +26,7 @@ from fixtures_sites.server import DEFAULT_WAIT, FixtureServer
 from lab.tap import CDPTap
 from lab.workspace import LabPage, PageState, Workspace
 from runtime.models import ComputerUseResult
-from suites.conftest import Agent, Desk, ref_of
+from suites.harness import Agent, Desk, ref_of
 
 SUBMIT = "/dom_form/submit"
 HOLD_LIMIT = 30.0

@@ -46,9 +46,9 @@ from runtime.mcp.server import TOOL, build_server
 from runtime.models import ComputerUseResult
 from runtime.reasons import ReasonCode
 from runtime.service import ComputerUseService, Outcome, Settings
-from suites.conftest import Agent, Desk, client_in_task, ref_of
 from suites.fuzz.conftest import DEFAULT_EXAMPLES, FuzzBudget
 from suites.fuzz.strategies import Duplicated, Live, Meta, calls
+from suites.harness import Agent, Desk, client_in_task, ref_of
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.req("fuzz:boundary")]
 

@@ -1,8 +1,8 @@
 """Fixtures for the scoped CDP gateway suite: three pages, a gateway bound to A behind the tap, real MCP children.
 
 The gateway's upstream is always a tap endpoint labelled "gateway", so the tap counts exactly what the gateway (and
-every client behind it) made reach Chromium. Negative controls build it with its sabotage switch
-(`sabotage_unscoped=True`), which only tests pass.
+every client behind it) made reach Chromium. Negative controls build a broken one instead (`unscoped=True`: the
+`UnscopedGateway` of `suites/sabotage.py`, which shows and forwards everything).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from lab.cdp import CDPClient
 from lab.tap import CDPTap
 from lab.workspace import LabPage, Workspace
 from runtime.gateway import GatewayEvent, ScopedGateway
+from suites.sabotage import UnscopedGateway
 
 BIN = Path(__file__).resolve().parents[2] / "backends" / "node_modules" / ".bin"
 MCP_TIMEOUT = 60.0
@@ -134,10 +135,9 @@ async def make_gateway(tap: CDPTap, recorder: EventRecorder) -> AsyncIterator[Ga
     """`await make_gateway(page)`: a started gateway bound to `page`, upstream via the tap; closed after the test."""
     started: list[ScopedGateway] = []
 
-    async def make(page: LabPage, *, sabotage_unscoped: bool = False) -> ScopedGateway:
-        gateway = ScopedGateway(
-            await tap.endpoint("gateway"), page.target_id, on_event=recorder, sabotage_unscoped=sabotage_unscoped
-        )
+    async def make(page: LabPage, *, unscoped: bool = False) -> ScopedGateway:
+        kind = UnscopedGateway if unscoped else ScopedGateway
+        gateway = kind(await tap.endpoint("gateway"), page.target_id, on_event=recorder)
         await gateway.start()
         started.append(gateway)
         return gateway

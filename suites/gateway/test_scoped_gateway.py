@@ -551,7 +551,7 @@ async def test_isolation_check_catches_a_gateway_without_target_filtering_used_b
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages, clients: list[CDPClient]
 ) -> None:
     a, b, c = three_pages
-    gateway = await make_gateway(a, sabotage_unscoped=True)
+    gateway = await make_gateway(a, unscoped=True)
     client = await browser_client(gateway.url)
     clients.append(client)
     assert {t["targetId"] for t in (await client.send("Target.getTargets"))["targetInfos"]} >= {
@@ -572,7 +572,7 @@ async def test_isolation_check_catches_playwright_mcp_behind_a_gateway_without_t
     tap: CDPTap, make_gateway: Gateways, three_pages: Pages
 ) -> None:
     a, b, _ = three_pages
-    gateway = await make_gateway(a, sabotage_unscoped=True)
+    gateway = await make_gateway(a, unscoped=True)
     async with mcp_child("playwright-mcp", "--cdp-endpoint", gateway.url) as mcp:
         tool_text(await mcp.call_tool("browser_snapshot", {}))
     with pytest.raises(AssertionError, match="B was touched"):

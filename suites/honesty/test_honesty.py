@@ -17,7 +17,7 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.workspace import Workspace
 from runtime.models import ComputerUseResult
-from suites.conftest import Agent, Desk, ref_of
+from suites.harness import Agent, Desk, ref_of
 from suites.honesty.variants import report_success_for
 
 

@@ -69,8 +69,6 @@ PNG_2 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgG
 class _NoService:
     """tools/list never touches the service (as in suites/protocol/test_tool_table.py)."""
 
-    sabotage = frozenset()
-
 
 async def live_tools() -> list[ToolSpec]:
     """The runtime's `tools/list`, over a real MCP client, as the host hands it to a provider."""

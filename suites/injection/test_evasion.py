@@ -17,7 +17,7 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from runtime.policy import needs_user
-from suites.conftest import Agent, ref_of
+from suites.harness import Agent, ref_of
 from suites.proofs import assert_handed_over, assert_no_runtime_calls, assert_no_writes
 
 

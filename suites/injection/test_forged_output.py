@@ -20,7 +20,7 @@ from fixtures_sites.server import FixtureServer
 from runtime import observation, session
 from runtime.backend import Snapshot
 from runtime.models import ComputerUseResult
-from suites.conftest import Agent, ref_of
+from suites.harness import Agent, ref_of
 from suites.proofs import assert_no_writes
 
 QUOTED = r'"(?:[^"\\]|\\.)*"'

@@ -43,7 +43,7 @@ import pytest
 
 from lab.cdp import CDPClient
 from lab.processes import Proc, command_line, processes
-from suites.conftest import BACKENDS
+from suites.harness import BACKENDS
 
 ROOT = Path(__file__).resolve().parents[2]
 MCP_PORT = 18100

@@ -41,7 +41,7 @@ from lab.cdp import CDPClient
 from lab.processes import command_line
 from lab.tap import CDPTap
 from lab.workspace import Bounds, Workspace
-from suites.conftest import BACKENDS
+from suites.harness import BACKENDS
 from suites.installed.conftest import (
     UI_TIMEOUT,
     AppProcess,

@@ -32,13 +32,13 @@ from runtime.app import Runtime
 from runtime.capability.host import ProviderRequest
 from runtime.client import HostedClient
 from runtime.gateway import ScopedGateway
-from runtime.gateway.policy import FORWARD, Verdict
 from runtime.models import ComputerUseResult
 from runtime.service import Settings
-from suites.conftest import Agent, Desk, client_in_task
+from suites.harness import Agent, Desk, client_in_task
 from suites.isolation.test_isolation import SCENARIOS, observe_act_verify_on_a
 from suites.lab.conftest import browser_ws_url
 from suites.proofs import assert_untouched
+from suites.sabotage import UnscopedGateway
 
 OTHERS = ("B", "chat", "D")
 
@@ -54,14 +54,8 @@ class TappedGateway(ScopedGateway):
         return await self.child.endpoint("child", upstream=await super().start())
 
 
-class ForwardEverything(TappedGateway):
+class ForwardEverything(TappedGateway, UnscopedGateway):
     """Broken on purpose (negative control): every target is visible and every command forwarded."""
-
-    def _visible(self, target_id: str | None) -> bool:
-        return True
-
-    def _decide(self, *args: Any) -> Verdict:
-        return FORWARD
 
 
 @dataclass

@@ -17,7 +17,7 @@ from lab.tap import CDPTap
 from lab.workspace import Workspace
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.models import ComputerUseResult
-from suites.conftest import Agent, Desk
+from suites.harness import Agent, Desk
 from suites.proofs import assert_no_runtime_calls, assert_no_writes, assert_untouched, report_figures
 
 SCENARIOS = ["/dom_form/", "/catalogue/", "/frames/", "/injection/", "/popup/", "/login/", "/captcha/", "/sensitive/"]

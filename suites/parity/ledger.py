@@ -2,7 +2,7 @@
 
 Each test names the requirements it exercises with `@pytest.mark.req("id", ...)`; `suites/parity/test_ledger.py`
 holds both directions against this data: every test names known requirements, and every requirement is exercised
-on every backend in `suites.conftest.BACKENDS` unless a divergence is declared for it here, with its reason.
+on every backend in `suites.harness.BACKENDS` unless a divergence is declared for it here, with its reason.
 A divergence is an outcome difference the agent would notice (a refusal where another backend acts); a difference
 only in how or how fast (same outcome) is a `note`, shown in the table but excusing nothing.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runtime.reasons import ReasonCode
-from suites.conftest import BACKENDS
+from suites.harness import BACKENDS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "parity.md"
 

@@ -31,7 +31,7 @@ from runtime.app import Runtime
 from runtime.client import HostedClient
 from runtime.models import ComputerUseResult, Page
 from runtime.service import BackendFactory, Settings
-from suites.conftest import Agent, Desk, Seen, client_in_task, ref_of
+from suites.harness import Agent, Desk, Seen, client_in_task, ref_of
 from suites.parity.ledger import LEDGER
 from suites.proofs import record_cost
 

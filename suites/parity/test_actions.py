@@ -18,7 +18,7 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from runtime.models import ComputerUseResult
-from suites.conftest import Agent, Desk, ref_of
+from suites.harness import Agent, Desk, ref_of
 from suites.parity.ledger import diverges
 
 

@@ -31,7 +31,7 @@ from runtime.app import default_backends
 from runtime.backend import Backend, BackendConfig, Element, Snapshot
 from runtime.models import Action, ComputerUseResult
 from runtime.service import BackendFactory, Settings
-from suites.conftest import BACKENDS, Agent, Desk, ref_of
+from suites.harness import BACKENDS, Agent, Desk, ref_of
 from suites.honesty.variants import writing_twice
 from suites.parity.ledger import diverges
 

@@ -14,7 +14,7 @@ import dataclasses
 import allure
 import pytest
 
-from suites.conftest import BACKENDS
+from suites.harness import BACKENDS
 from suites.parity import inventory
 from suites.parity.inventory import Inventory, Item
 from suites.parity.ledger import DOC, LEDGER, RELEASE_PROOFS, Proof, markdown

@@ -29,7 +29,7 @@ from runtime.app import default_backends
 from runtime.backend import Element
 from runtime.models import Action
 from runtime.service import BackendFactory
-from suites.conftest import BACKENDS
+from suites.harness import BACKENDS
 from suites.parity.expected import (
     EXPECTED,
     Expectation,

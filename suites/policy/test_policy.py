@@ -6,7 +6,7 @@ import pytest
 
 from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient
-from suites.conftest import Agent, ref_of
+from suites.harness import Agent, ref_of
 from suites.proofs import assert_handed_over, assert_no_writes
 
 

@@ -17,7 +17,7 @@ from mcp import Client, StdioServerParameters
 
 from lab.tap import CDPTap
 from runtime.models import ComputerUseResult
-from suites.conftest import Agent
+from suites.harness import Agent
 from suites.proofs import assert_no_runtime_calls
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,6 +20,7 @@ from mcp.types import Tool
 
 from runtime.mcp.server import TOOL, build_server
 from runtime.reasons import ReasonCode
+from suites.sabotage import expose_upstream_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "mcp.md"
@@ -34,8 +35,6 @@ Rows = dict[str, dict[str, str]]
 
 class _NoService:
     """tools/list never touches the service; anything else would be a bug this makes loud."""
-
-    sabotage = frozenset()
 
 
 async def _live_tools() -> list[Tool]:
@@ -221,11 +220,7 @@ def test_the_reason_codes_in_docs_are_exactly_the_runtimes_and_each_is_emitted_o
 
 async def _tools_with_an_extra_tool() -> list[Tool]:
     server = build_server(_NoService())  # type: ignore[arg-type]
-
-    @server.tool(name="browser_snapshot")
-    async def browser_snapshot() -> str:
-        return "an upstream tool"
-
+    expose_upstream_tool(server)
     async with Client(server) as client:
         return (await client.list_tools()).tools
 

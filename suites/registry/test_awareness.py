@@ -19,7 +19,7 @@ from lab.workspace import LabPage, Workspace
 from runtime.models import ComputerUseResult, Page
 from runtime.reasons import ReasonCode
 from runtime.session import ComputerSession
-from suites.conftest import Agent, Desk, ref_of
+from suites.harness import Agent, Desk, ref_of
 
 # -- shared set-ups and window-shell moves the lab's Workspace does not have --------------------------------------
 

@@ -9,7 +9,7 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.workspace import Workspace
 from runtime.models import Page
-from suites.conftest import Agent, Desk, ref_of
+from suites.harness import Agent, Desk, ref_of
 
 
 async def relations(agent: Agent) -> dict[str, str]:

@@ -32,7 +32,7 @@ from runtime.backend import Backend, BackendConfig
 from runtime.client import HostedClient
 from runtime.models import ComputerUseResult, Page
 from runtime.service import BackendFactory, ComputerUseService, Settings
-from suites.conftest import Agent, Desk, client_in_task
+from suites.harness import Agent, Desk, client_in_task
 
 T = TypeVar("T")
 

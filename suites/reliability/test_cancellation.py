@@ -42,7 +42,7 @@ from runtime.client import HostedClient
 from runtime.mcp.http import http_app
 from runtime.models import ComputerUseResult
 from runtime.service import CallRecord, ComputerUseService
-from suites.conftest import Agent, Desk, client_in_task, ref_of
+from suites.harness import Agent, Desk, client_in_task, ref_of
 from suites.honesty.variants import CancelReportedAsDone
 from suites.reliability.conftest import ACT_LIMIT, CALL_LIMIT, Variant, assert_outcome, within
 

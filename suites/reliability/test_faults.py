@@ -25,7 +25,7 @@ from runtime.models import ComputerUseResult
 from runtime.reasons import ReasonCode
 from runtime.service import ComputerUseService
 from runtime.sessions import Refusal
-from suites.conftest import Agent, Desk, ref_of
+from suites.harness import Agent, Desk, ref_of
 from suites.proofs import assert_no_writes
 from suites.reliability.conftest import (
     ACT_LIMIT,
@@ -44,6 +44,7 @@ from suites.reliability.conftest import (
     second_agent,
     within,
 )
+from suites.sabotage import AnswerDialogs
 
 
 @pytest.fixture
@@ -373,22 +374,8 @@ async def test_a_dialog_already_open_when_the_page_is_first_observed_is_a_bounde
     assert "The confirm was answered: true" in (after.observation or ""), after.observation
 
 
-class AnswersDialogs(ComputerUseService):
-    """A broken rule: when a dialog stops an act, the service accepts it (on its probe's session, which saw it open)
-    and observes again — exactly what only the user may do."""
-
-    async def _act(self, session, args, context):  # type: ignore[no-untyped-def]
-        try:
-            return await super()._act(session, args, context)
-        except Refusal as refusal:
-            if refusal.code is not ReasonCode.needs_user:
-                raise
-            await session.probe.accept_dialog()
-            return await self._observe_session(session, "interactive", context)
-
-
 @pytest.mark.negative_control
-@pytest.mark.parametrize("runtime_variant", [Variant("service answers dialogs", service=AnswersDialogs)], ids=str)
+@pytest.mark.parametrize("runtime_variant", [Variant("service answers dialogs", service=AnswerDialogs)], ids=str)
 @pytest.mark.req("policy:dialog")
 async def test_the_dialog_check_catches_a_runtime_that_answers_a_dialog_opened_on_load(
     single, agent: Agent, fixture_server: FixtureServer, hands: CDPClient, tap: CDPTap

@@ -34,7 +34,7 @@ from lab.tokens import count_text
 from runtime.client import HostedClient
 from runtime.models import ComputerUseResult
 from runtime.observation import OBSERVATION_TOKENS
-from suites.conftest import Agent, client_in_task, ref_of
+from suites.harness import Agent, client_in_task, ref_of
 from suites.reliability.conftest import CALL_LIMIT, within
 
 DEEP = "/huge/deep?levels=1500"

@@ -23,7 +23,7 @@ from runtime.capability.host import ProviderRequest
 from runtime.models import ComputerUseResult
 from runtime.registry.registry import WriteLease
 from runtime.session import ComputerSession
-from suites.conftest import Agent, Desk, ref_of
+from suites.harness import Agent, Desk, ref_of
 
 WAIT = 20.0
 """Bound on the runtime queueing the acts on the lease, and on each act once released."""

@@ -20,7 +20,7 @@ import pytest
 from lab.processes import children_running, listening_ports, open_fds
 from runtime.session import ComputerSession
 from runtime.sessions import SessionManager
-from suites.conftest import Agent, Desk
+from suites.harness import Agent, Desk
 from suites.parity.test_backend_freeze import executable
 
 CLOSE_TIMEOUT = 15.0

@@ -23,7 +23,7 @@ from lab.cdp import CDPClient
 from lab.tap import CDPTap
 from lab.workspace import LabPage, Workspace
 from runtime.gateway import ScopedGateway
-from runtime.gateway.policy import FORWARD, Policy, Verdict
+from runtime.gateway.allowlist import FORWARD, Policy, Verdict
 from suites.gateway.conftest import clients  # noqa: F401  (the same fixture: raw clients closed after the test)
 
 HTTP_TIMEOUT = aiohttp.ClientTimeout(total=10)

@@ -46,7 +46,7 @@ from runtime.mcp.server import build_server
 from runtime.models import Assertion, ComputerUseResult
 from runtime.models.action import MAX_SHORT, MAX_TEXT, MAX_URL, MAX_VALUE, MAX_VALUES
 from runtime.models.assertion import MAX_ASSERTED_TEXT, MAX_DEPTH, MAX_NAME, MAX_OF, MAX_PARTS, MAX_PATTERN
-from suites.conftest import Agent, Desk, client_in_task, ref_of
+from suites.harness import Agent, Desk, client_in_task, ref_of
 from suites.proofs import assert_no_runtime_calls, assert_no_writes
 from suites.reliability.conftest import CALL_LIMIT, within
 from suites.reliability.test_cancellation import pipe

@@ -6,7 +6,7 @@ devtools:, javascript:, data: and about: URLs, file uploads, download redirectio
 Page, main-world new-document scripts — and more: each is refused by the gateway, recorded, and never reaches
 Chromium. Its negative control injects a permissive policy table into the real runtime, which the same check must
 catch. Normal work on every backend (the parity tasks) is never refused, apart from one refusal chrome-devtools-mcp
-asks for and tolerates, and forwards only what `policy.py` (and docs/security.md) declares for that backend.
+asks for and tolerates, and forwards only what `allowlist.py` (and docs/security.md) declares for that backend.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from lab.cdp import CDPClient, CDPError
 from lab.tap import CDPTap
 from lab.workspace import Workspace
 from runtime.gateway import ScopedGateway
-from runtime.gateway.policy import ABSORBED, BROWSER_LEVEL_ALLOWED, PAGE_ALLOWED, WHY_REFUSED
-from suites.conftest import BACKENDS, Agent, Desk
+from runtime.gateway.allowlist import ABSORBED, BROWSER_LEVEL_ALLOWED, PAGE_ALLOWED, WHY_REFUSED
+from suites.harness import BACKENDS, Agent, Desk
 from suites.parity.tasks import TASKS, run_task
 from suites.security.conftest import GatewayWatch, attach, permissive, raw_client
 
@@ -178,7 +178,7 @@ async def test_normal_work_on_a_backend_is_never_refused_and_uses_only_what_the_
     declared = {("browser", m) for m, a in BROWSER_LEVEL_ALLOWED.items() if backend in a.backends} | {
         ("page", m) for m, a in PAGE_ALLOWED.items() if backend in a.backends
     }
-    assert set(used) <= declared, f"{backend} used what policy.py does not declare for it: {set(used) - declared}"
+    assert set(used) <= declared, f"{backend} used what allowlist.py does not declare for it: {set(used) - declared}"
     assert used[("page", "Input.dispatchMouseEvent")] > 0  # the work really went through the gateways
 
 

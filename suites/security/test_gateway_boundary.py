@@ -31,8 +31,8 @@ from lab.cdp import CDPClient
 from lab.tap import BROWSER, CDPTap, Record
 from lab.workspace import LabPage
 from runtime import browser as runtime_browser
-from runtime.gateway import Refusal, ScopedGateway
-from suites.conftest import Agent, Desk
+from runtime.gateway import RefusedCommand, ScopedGateway
+from suites.harness import Agent, Desk
 from suites.security.conftest import HTTP_TIMEOUT, GatewayWatch, OpenGateway, raw_client
 
 SCAN_TIMEOUT = 180.0
@@ -196,7 +196,7 @@ class Attack:
     """"gateway of A", "gateway of B", "Chromium" → port."""
     attempts: list[dict[str, str]]
     hits: list[LedgerRow]
-    refusals: dict[str, list[Refusal]]
+    refusals: dict[str, list[RefusedCommand]]
     """gateway name → the refusals it recorded during the scan."""
     commands: list[Record]
     """CDP commands the tap saw from the runtime's side (gateways included) during the scan."""

@@ -22,7 +22,7 @@ from runtime.capability.host import ContextStore, ProviderRequest
 from runtime.client import HostedClient
 from runtime.models import ComputerUseResult
 from runtime.settings import Settings
-from suites.conftest import Agent, Desk, client_in_task, ref_of
+from suites.harness import Agent, Desk, client_in_task, ref_of
 
 
 @pytest.fixture

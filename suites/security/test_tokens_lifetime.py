@@ -37,7 +37,7 @@ from runtime.client import HostedClient
 from runtime.mcp.server import TOOL
 from runtime.models import ComputerUseResult
 from runtime.settings import Settings
-from suites.conftest import Agent, Desk, client_in_task, ref_of
+from suites.harness import Agent, Desk, client_in_task, ref_of
 from suites.proofs import assert_no_runtime_calls, assert_no_writes
 
 RUNTIME_SOURCE = str(Path(__file__).resolve().parents[2] / "runtime" / "*")

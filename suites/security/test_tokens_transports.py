@@ -45,7 +45,7 @@ from runtime.mcp.http import http_app
 from runtime.mcp.server import TOOL
 from runtime.mcp.stdio import stdio_server
 from runtime.models import ComputerUseResult
-from suites.conftest import Agent, Desk, client_in_task
+from suites.harness import Agent, Desk, client_in_task
 from suites.isolation.test_isolation import observe_act_verify_on_a, others
 from suites.proofs import assert_no_runtime_calls, assert_no_writes, assert_untouched, report_figures
 from suites.reliability.conftest import CALL_LIMIT, within

@@ -19,7 +19,7 @@ from runtime.backend import Backend, BackendConfig, Snapshot
 from runtime.models import ComputerUseResult
 from runtime.service import BackendFactory
 from runtime.session import ComputerSession
-from suites.conftest import Agent, Desk, ref_of
+from suites.harness import Agent, Desk, ref_of
 
 
 def screenshots(tap: CDPTap) -> int:

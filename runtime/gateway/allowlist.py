@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-Action = Literal["forward", "refuse", "absorb", "auto_attach"]
+Handling = Literal["forward", "refuse", "absorb", "auto_attach"]
 """`auto_attach`: a browser-level `Target.setAutoAttach`, which the gateway turns into an attach of the bound page."""
 
 PW = "playwright_mcp"
@@ -35,7 +35,7 @@ OCC = "open_claude_chrome"
 
 @dataclass(frozen=True)
 class Verdict:
-    action: Action
+    action: Handling
     reason: str = ""
 
 

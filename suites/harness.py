@@ -1,0 +1,180 @@
+"""The suites' harness: the desk (the host's side: real windows registered with the runtime, turns and provider
+requests), the agent (a model's side of the MCP connection), and how an agent reads what it was sent.
+
+Fixtures live in `conftest.py`; these are the classes and helpers they and the suites build on (a module of its
+own, so each is loaded once, whatever pytest does with conftest files).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp import Client
+
+from fixtures_sites.server import FixtureServer
+from lab.workspace import Bounds, LabPage, Workspace
+from runtime.app import Runtime
+from runtime.capability.host import ProviderRequest, Turn
+from runtime.client import HostedClient
+from runtime.models import ComputerUseResult, Page
+
+BACKENDS = ("playwright_mcp", "chrome_devtools_mcp", "open_claude_chrome")
+
+
+@dataclass
+class Desk:
+    """The host's desk: real windows, their registration, the turn and its provider requests."""
+
+    workspace: Workspace
+    runtime: Runtime
+    server: FixtureServer
+    labs: dict[str, LabPage] = field(default_factory=dict)
+    pages: dict[str, Page] = field(default_factory=dict)
+    turn: Turn | None = None
+
+    async def open(
+        self, name: str, path: str, bounds: Bounds, *, chat: bool = False, workspace: Workspace | None = None
+    ) -> Page:
+        ws = workspace or self.workspace
+        lab_page = await ws.open(name, self.server.url(path), bounds)
+        page = await self.runtime.registry.register(
+            lab_page.target_id, lab_page.window_id, workspace=ws.name, is_chat=chat
+        )
+        self.labs[name], self.pages[name] = lab_page, page
+        return page
+
+    def handle(self, name: str) -> str:
+        return self.pages[name].registry_page_id
+
+    def target(self, name: str) -> str:
+        return self.labs[name].target_id
+
+    def authorize(self, *names: str) -> Turn:
+        self.turn = self.runtime.host.start_turn([self.handle(n) for n in names])
+        return self.turn
+
+    async def request(self) -> ProviderRequest:
+        assert self.turn is not None, "authorize Pages for a turn first"
+        return await self.turn.provider_request()
+
+
+ELEMENT_LINE = re.compile(r"^(?:[~+] )?(\[([^\]]+)\] .*)$")
+"""An element line of an observation, `[ref] role "name"`, or of an act's changes (`~ ` changed, `+ ` added)."""
+ELEMENTS_HEADER = re.compile(r"^elements \d+-\d+ of (\d+)(?:, in view first)?:$", re.M)
+"""An observation's element count line; group 1 is the frame's number of elements."""
+CHANGES = re.compile(r"^changes: ")
+CONTINUED = re.compile(r"^elements (\d+)-\d+ of \d+:$")
+
+
+class Seen(ComputerUseResult):
+    """A result as the agent holds it: `known` is every element line the agent knows for the result's session, the
+    way a model remembers them: an act's changes applied to the frame it was sent on, a continuation appended."""
+
+    known: str = ""
+    content: str = ""
+    """The text content block of the tool result: what a client passes on to the model."""
+    image: bool = False
+    """The result carried an image content block (a screenshot)."""
+
+
+def ref_of(seen: ComputerUseResult | str | None, *needles: str) -> str:
+    """The ref of the first element line containing every needle (e.g. `'button'`, `'"Save and continue"'`): of
+    all the element lines the agent knows after `seen`, or of one observation text."""
+    text = seen if seen is None or isinstance(seen, str) else getattr(seen, "known", "") or seen.observation
+    for line in (text or "").splitlines():
+        if (found := ELEMENT_LINE.match(line)) and all(needle in found.group(1) for needle in needles):
+            return found.group(2)
+    raise AssertionError(f"no element with {needles} in:\n{text}")
+
+
+def remember(known: dict[str, str], observation: str) -> dict[str, str]:
+    """The element lines (ref → line) an agent knows after reading `observation`, having known `known` of the
+    same session before: a full frame replaces them, a continuation adds to them, an act's changes edit them."""
+    lines = observation.splitlines()
+    changes = any(CHANGES.match(line) for line in lines)
+    continued = any((m := CONTINUED.match(line)) and m.group(1) != "1" for line in lines)
+    now = dict(known) if changes or continued else {}
+    for line in lines:
+        if changes and line.startswith("- "):
+            for ref in line[2:].split():
+                now.pop(ref, None)
+        elif found := ELEMENT_LINE.match(line):
+            now[found.group(2)] = found.group(1)
+    return now
+
+
+@dataclass
+class Agent:
+    """A model's side of the MCP connection: every call is one tool call with a host-minted token."""
+
+    client: HostedClient
+    desk: Desk
+    memory: dict[str, dict[str, str]] = field(default_factory=dict)
+    """computer_session_id → the element lines the agent knows of it (`remember`)."""
+
+    async def call(self, request: ProviderRequest | None = None, **arguments: Any) -> Seen:
+        request = request or await self.desk.request()
+        raw = await self.client.call(request, **arguments)
+        text = raw.content[0].text if raw.content and raw.content[0].type == "text" else ""
+        seen = Seen.model_validate(raw.structured_content or json.loads(text))
+        seen.content = text
+        seen.image = any(part.type == "image" for part in raw.content)
+        session = seen.computer_session_id
+        if session is not None and seen.observation is not None:
+            self.memory[session] = remember(self.memory.get(session, {}), seen.observation)
+        seen.known = "\n".join(self.memory.get(session or "", {}).values())
+        return seen
+
+    async def observe(self, **arguments: Any) -> Seen:
+        result = await self.call(command="observe", **arguments)
+        assert result.status == "ok", result
+        return result
+
+    async def act(self, seen: ComputerUseResult, **action: Any) -> Seen:
+        """One act on the session and latest frame of `seen`."""
+        return await self.call(
+            command="act", computer_session_id=seen.computer_session_id, frame_id=seen.frame_id, action=action
+        )
+
+    async def verify(self, seen: ComputerUseResult, **assertion: Any) -> Seen:
+        return await self.call(command="verify", computer_session_id=seen.computer_session_id, assertion=assertion)
+
+
+@contextlib.asynccontextmanager
+async def client_in_task(
+    target: Any, timeout: float = 30.0, *, opened: Callable[[], AbstractAsyncContextManager[Client]] | None = None
+) -> AsyncIterator[Client]:
+    """An MCP Client whose connection lives in its own task: `Client(target, mode="legacy")`, or what `opened()`
+    opens (another mode, a client over an HTTP client of its own).
+
+    anyio cancel scopes must be exited by the task that entered them, and pytest-asyncio runs a fixture's set-up
+    and tear-down in different tasks; so the `async with Client(...)` runs in a task of its own.
+    """
+    ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+    opened = opened or (lambda: Client(target, mode="legacy"))
+
+    async def hold() -> None:
+        async with opened() as client:
+            ready.set_result(client)
+            await stop.wait()
+
+    task = asyncio.create_task(hold())
+    done, _ = await asyncio.wait({task, ready}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        task.result()  # the connection failed: raise why
+    if not ready.done():
+        task.cancel()
+        raise TimeoutError(f"no MCP connection within {timeout:g}s")
+    try:
+        yield ready.result()
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout)

@@ -1,0 +1,160 @@
+"""Deliberately broken runtimes for the negative controls, assembled from outside the runtime.
+
+A release proof must be able to fail: each of its negative controls runs the same check against a runtime that
+does exactly what the proof forbids. The runtime holds no switch for that (`runtime/` and `backends/` contain no
+test-only code, `suites/unit/test_dependencies.py` checks it); the broken part is built here and handed to the
+runtime through the seams it already has: the service class, the gateway factory, the MCP server's tool table.
+
+`@pytest.mark.sabotage("name")` on a test picks one of `SABOTAGE` for its `runtime` fixture (`suites/conftest.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.open_claude_chrome.contract import ToolContract
+from runtime.backend import BackendError, Element, Failure
+from runtime.capability.host import PageContext
+from runtime.gateway import ScopedGateway
+from runtime.gateway.allowlist import FORWARD, Verdict
+from runtime.mcp.server import ComputerUseServer
+from runtime.models import Action
+from runtime.reasons import ReasonCode
+from runtime.service import ComputerUseService, Outcome
+from runtime.session import ComputerSession, Frame
+from runtime.sessions import Refusal
+
+
+class TrustingVerifier:
+    """Checks no token: every call gets the (only) host's current Page Context."""
+
+    def __init__(self, service: ComputerUseService) -> None:
+        self.service = service
+
+    def verify(self, meta: Mapping[str, Any] | None, connection: object) -> PageContext:
+        return next(iter(self.service.store.contexts.values()))
+
+
+class SkipCapability(ComputerUseService):
+    """Serves calls without a valid capability token (the isolation proof's token control)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.verifier = TrustingVerifier(self)  # type: ignore[assignment]
+
+
+class ScreenshotAlways(ComputerUseService):
+    """Takes a screenshot on every observation, whatever the detail asked for (the zero-screenshot control)."""
+
+    async def _observe_session(
+        self, session: ComputerSession, detail: str, context: PageContext, since: Frame | None = None
+    ) -> Outcome:
+        return await super()._observe_session(session, "visual", context, since)
+
+
+class NoPolicy(ComputerUseService):
+    """Sends every write without the runtime's policy read (no `needs_user` for login, CAPTCHA, payment...)."""
+
+    async def _check_policy(self, *args: Any) -> None:
+        return None
+
+
+class BringToFront(ComputerUseService):
+    """Raises the Page's window before each action (the no-focus proof's control)."""
+
+    async def _send(self, session: ComputerSession, action: Action, element: Element | None) -> None:
+        await session.probe._send("Page.bringToFront")  # the probe's own session on the Page
+        await super()._send(session, action, element)
+
+
+class AnswerDialogs(ComputerUseService):
+    """Accepts a dialog the action opened and carries on, instead of handing the Page to the user."""
+
+    async def _after_act(self, session: ComputerSession, context: PageContext, frame: Frame, blocked: bool) -> Outcome:
+        try:
+            return await super()._after_act(session, context, frame, blocked)
+        except Refusal as refusal:
+            if refusal.code is not ReasonCode.needs_user:
+                raise
+        probe = session.probe
+        probe.dialog = None
+        probe.dialog_open.clear()
+        await probe._send("Page.handleJavaScriptDialog", {"accept": True})
+        return await self._observe_session(session, "interactive", context)
+
+
+class SwitchBackendOnFailure(ComputerUseService):
+    """On a failed or timed-out act, starts the backend the setting names now, finds the same element there and
+    sends the action again (a second click, a second submit): exactly what the backend freeze forbids."""
+
+    async def _send(self, session: ComputerSession, action: Action, element: Element | None) -> None:
+        try:
+            await super()._send(session, action, element)
+        except (TimeoutError, BackendError):
+            with contextlib.suppress(Exception):
+                await self._retry_elsewhere(session, action, element)
+            raise
+
+    async def _retry_elsewhere(self, session: ComputerSession, action: Action, element: Element | None) -> None:
+        fallback = await self.sessions.start(session.page, session.turn, self.settings.backend)
+        snapshot = await asyncio.wait_for(fallback.backend.snapshot(), self.settings.observe_timeout)
+        again = None
+        if element is not None:
+            again = next((e for e in snapshot.elements if (e.role, e.name) == (element.role, element.name)), None)
+        retry = action.model_copy(update={"ref": again.ref}) if again is not None else action
+        await asyncio.wait_for(fallback.backend.act(retry, again), self.settings.act_timeout)
+
+
+class UnscopedGateway(ScopedGateway):
+    """A gateway that shows every target and forwards every command: no scope, no refusal."""
+
+    def _visible(self, target_id: str | None) -> bool:
+        return True
+
+    def _decide(self, *args: Any) -> Verdict:
+        return FORWARD
+
+
+def expose_upstream_tool(server: ComputerUseServer) -> None:
+    """Adds an upstream's tool to the runtime's MCP server (the one-tool proof's control)."""
+
+    @server.tool(name="browser_snapshot")
+    async def browser_snapshot() -> str:
+        return "upstream tool exposed"
+
+
+class BlindRefContract(ToolContract):
+    """Clicks a ref at the point it had when it was read, without re-checking that the element is still there."""
+
+    async def _point(self, coordinate: tuple[float, float] | None, ref: str | None) -> tuple[float, float]:
+        if coordinate is None and ref is not None:
+            identity = self.refs.get(ref)
+            if identity.centre is None:
+                raise BackendError(Failure.element, f"{ref} had no box")
+            return identity.centre
+        return await super()._point(coordinate, ref)
+
+
+@dataclass(frozen=True)
+class Sabotage:
+    """How one broken runtime is assembled: its service class, its gateway, and a change to its MCP server."""
+
+    service_type: type[ComputerUseService] = ComputerUseService
+    gateway_factory: type[ScopedGateway] = ScopedGateway
+    server_change: Any = field(default=None)
+
+
+SABOTAGE: dict[str, Sabotage] = {
+    "skip_capability": Sabotage(service_type=SkipCapability),
+    "screenshot_always": Sabotage(service_type=ScreenshotAlways),
+    "no_policy": Sabotage(service_type=NoPolicy),
+    "bring_to_front": Sabotage(service_type=BringToFront),
+    "answer_dialogs": Sabotage(service_type=AnswerDialogs),
+    "switch_backend_on_failure": Sabotage(service_type=SwitchBackendOnFailure),
+    "gateway_unscoped": Sabotage(gateway_factory=UnscopedGateway),
+    "expose_upstream_tools": Sabotage(server_change=expose_upstream_tool),
+}
