@@ -35,7 +35,7 @@ async def chromium() -> AsyncIterator[Chromium]:
 
 
 @pytest.fixture(scope="session")
-async def hands(chromium: Chromium) -> AsyncIterator[CDPClient]:
+async def lab_cdp(chromium: Chromium) -> AsyncIterator[CDPClient]:
     """The lab's own direct CDP connection (window shell); never passes through the tap."""
     client = await chromium.connect()
     yield client
@@ -50,8 +50,8 @@ async def tap(chromium: Chromium) -> AsyncIterator[CDPTap]:
 
 
 @pytest.fixture
-async def workspace(hands: CDPClient) -> AsyncIterator[Workspace]:
-    ws = Workspace(hands)
+async def workspace(lab_cdp: CDPClient) -> AsyncIterator[Workspace]:
+    ws = Workspace(lab_cdp)
     yield ws
     await ws.close_all()
 

@@ -104,8 +104,8 @@ async def agent(desk: Desk) -> AsyncIterator[Agent]:
 
 
 @pytest.fixture
-async def single(desk: Desk) -> Callable[[str], Awaitable[Desk]]:
-    """`await single(path)`: the chat in the middle, one authorized Page A left of it showing `path`."""
+async def one_page_desk(desk: Desk) -> Callable[[str], Awaitable[Desk]]:
+    """`await one_page_desk(path)`: the chat in the middle, one authorized Page A left of it showing `path`."""
 
     async def open_single(path: str) -> Desk:
         await desk.open("A", path, desk.workspace.column(0, 3))
@@ -117,9 +117,9 @@ async def single(desk: Desk) -> Callable[[str], Awaitable[Desk]]:
 
 
 @pytest.fixture
-async def other_window(hands: CDPClient) -> AsyncIterator[Workspace]:
+async def other_window(lab_cdp: CDPClient) -> AsyncIterator[Workspace]:
     """A second workspace window, beside the main one."""
-    ws = Workspace(hands, "second", area=Bounds(2000, 0, 1200, 900))
+    ws = Workspace(lab_cdp, "second", area=Bounds(2000, 0, 1200, 900))
     yield ws
     await ws.close_all()
 

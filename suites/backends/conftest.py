@@ -39,18 +39,18 @@ def observation_of(snapshot: Snapshot) -> list[str]:
     return reads
 
 
-async def page_targets(hands: CDPClient) -> set[str]:
-    infos = (await hands.send("Target.getTargets"))["targetInfos"]
+async def page_targets(lab_cdp: CDPClient) -> set[str]:
+    infos = (await lab_cdp.send("Target.getTargets"))["targetInfos"]
     return {info["targetId"] for info in infos if info["type"] == "page"}
 
 
-async def close_pages_except(hands: CDPClient, keep: set[str]) -> None:
+async def close_pages_except(lab_cdp: CDPClient, keep: set[str]) -> None:
     """Close every other page and return once Chromium reports each destroyed (closeTarget answers earlier)."""
-    await hands.send("Target.setDiscoverTargets", {"discover": True})
-    for target in await page_targets(hands) - keep:
-        destroyed = hands.wait_for_event("Target.targetDestroyed", predicate=lambda p, t=target: p["targetId"] == t)
+    await lab_cdp.send("Target.setDiscoverTargets", {"discover": True})
+    for target in await page_targets(lab_cdp) - keep:
+        destroyed = lab_cdp.wait_for_event("Target.targetDestroyed", predicate=lambda p, t=target: p["targetId"] == t)
         try:
-            await hands.send("Target.closeTarget", {"targetId": target})
+            await lab_cdp.send("Target.closeTarget", {"targetId": target})
         except CDPError:  # already gone
             destroyed.cancel()
             continue
@@ -79,16 +79,16 @@ async def cancel_a_held_navigation_then_navigate_again(backend: Backend, fixture
 
 @pytest.fixture
 async def bound_page(
-    workspace: Workspace, fixture_server: FixtureServer, hands: CDPClient, request: pytest.FixtureRequest
+    workspace: Workspace, fixture_server: FixtureServer, lab_cdp: CDPClient, request: pytest.FixtureRequest
 ) -> AsyncIterator[LabPage]:
     """The only page in the browser: `/dom_form/`, or the path given by `@pytest.mark.parametrize(indirect)`."""
     path = getattr(request, "param", "/dom_form/")
     page = await workspace.open("bound", fixture_server.url(path), workspace.column(0, 2))
-    await close_pages_except(hands, {page.target_id})
-    assert await page_targets(hands) == {page.target_id}
+    await close_pages_except(lab_cdp, {page.target_id})
+    assert await page_targets(lab_cdp) == {page.target_id}
     yield page
     # An upstream that lost its page may have tried to open another.
-    await close_pages_except(hands, {p.target_id for p in workspace.pages.values()})
+    await close_pages_except(lab_cdp, {p.target_id for p in workspace.pages.values()})
 
 
 MakeBackend = Callable[..., Awaitable[PlaywrightMCPBackend]]
@@ -101,7 +101,7 @@ def make_backend(behind_gateway: Callable[..., Any]) -> MakeBackend:
 
 
 @pytest.fixture
-async def pw(bound_page: LabPage, make_backend: MakeBackend) -> PlaywrightMCPBackend:
+async def playwright_backend(bound_page: LabPage, make_backend: MakeBackend) -> PlaywrightMCPBackend:
     return await make_backend()
 
 
@@ -134,11 +134,11 @@ async def behind_gateway(tap: CDPTap, tmp_path: Path, bound_page: LabPage) -> As
 
 
 @pytest.fixture
-def make_cdm(behind_gateway: Callable[..., Any]) -> MakeCDM:
+def make_devtools_backend(behind_gateway: Callable[..., Any]) -> MakeCDM:
     """`await make_cdm(**options)`: a started ChromeDevToolsMCPBackend behind the gateway (see `behind_gateway`)."""
     return functools.partial(behind_gateway, ChromeDevToolsMCPBackend)
 
 
 @pytest.fixture
-async def cdm(make_cdm: MakeCDM) -> ChromeDevToolsMCPBackend:
-    return await make_cdm()
+async def devtools_backend(make_devtools_backend: MakeCDM) -> ChromeDevToolsMCPBackend:
+    return await make_devtools_backend()

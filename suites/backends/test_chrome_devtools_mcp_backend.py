@@ -76,9 +76,9 @@ def proc_environ_and_cwd(pid: int) -> tuple[dict[str, str], Path]:
 
 @pytest.mark.req("adapter:snapshot")
 async def test_snapshot_of_the_form_lists_its_controls_with_roles_names_state_and_its_text(
-    cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap
+    devtools_backend: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap
 ) -> None:
-    snapshot = await cdm.snapshot()
+    snapshot = await devtools_backend.snapshot()
 
     assert snapshot.url == bound_page.url
     assert snapshot.title.startswith("Checkout · Shipping details")
@@ -106,13 +106,13 @@ async def test_snapshot_of_the_form_lists_its_controls_with_roles_names_state_an
 
 @pytest.mark.req("adapter:one-write")
 async def test_type_select_and_click_make_exactly_one_write_with_the_typed_values_and_no_screenshot(
-    cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
+    devtools_backend: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
     calls: dict[str, Counter[str]] = {}
-    snapshot = await cdm.snapshot()  # the first call also attaches the upstream to the page
+    snapshot = await devtools_backend.snapshot()  # the first call also attaches the upstream to the page
     calls["first snapshot (attach)"] = page_calls(tap, bound_page)
     tap.clear()
-    snapshot = await cdm.snapshot()
+    snapshot = await devtools_backend.snapshot()
     calls["snapshot"] = page_calls(tap, bound_page)
     name = by_name(snapshot.elements, "textbox", "Full name")
     country = by_name(snapshot.elements, "combobox", "Country")
@@ -125,7 +125,7 @@ async def test_type_select_and_click_make_exactly_one_write_with_the_typed_value
         ("click", Action(type="click", ref=submit.ref), submit),
     ):
         tap.clear()
-        await cdm.act(action, element)
+        await devtools_backend.act(action, element)
         calls[label] = page_calls(tap, bound_page)
     form = (await submitted).form()
 
@@ -133,7 +133,7 @@ async def test_type_select_and_click_make_exactly_one_write_with_the_typed_value
     assert form["country"] == "jp"
     assert len(fixture_server.ledger.writes("/dom_form/submit")) == 1
     tap.clear()
-    after = await cdm.snapshot()
+    after = await devtools_backend.snapshot()
     calls["snapshot after submit"] = page_calls(tap, bound_page)
     assert after.url == fixture_server.url("/dom_form/submit")
     assert "Order details saved" in after.text
@@ -154,10 +154,10 @@ async def test_type_select_and_click_make_exactly_one_write_with_the_typed_value
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
 @pytest.mark.req("adapter:compact-snapshot")
 async def test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_tokens(
-    cdm: ChromeDevToolsMCPBackend, bound_page: LabPage
+    devtools_backend: ChromeDevToolsMCPBackend, bound_page: LabPage
 ) -> None:
-    snapshot = await cdm.snapshot()
-    raw = await cdm.client.call("take_snapshot", {"pageId": PAGE_ID})  # type: ignore[union-attr]
+    snapshot = await devtools_backend.snapshot()
+    raw = await devtools_backend.client.call("take_snapshot", {"pageId": PAGE_ID})  # type: ignore[union-attr]
     raw_text = "\n".join(c.text for c in raw.content if c.type == "text")
 
     roles = Counter(e.role for e in snapshot.elements)
@@ -175,8 +175,8 @@ async def test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_token
     assert ours * 4 < raw_tokens
 
 
-async def uids_of_the_frames_page(cdm: ChromeDevToolsMCPBackend) -> tuple[Counter[str], Snapshot]:
-    raw = await cdm.client.call("take_snapshot", {"pageId": PAGE_ID})  # type: ignore[union-attr]
+async def uids_of_the_frames_page(devtools_backend: ChromeDevToolsMCPBackend) -> tuple[Counter[str], Snapshot]:
+    raw = await devtools_backend.client.call("take_snapshot", {"pageId": PAGE_ID})  # type: ignore[union-attr]
     uids = Counter(node["id"] for node in nodes_of(raw.structured_content["snapshot"]))  # type: ignore[index]
     return uids, parse_snapshot(raw.structured_content, "")
 
@@ -184,9 +184,9 @@ async def uids_of_the_frames_page(cdm: ChromeDevToolsMCPBackend) -> tuple[Counte
 @pytest.mark.parametrize("bound_page", ["/frames/"], indirect=True)
 @pytest.mark.req("adapter:unique-refs", "frames:iframe-refs")
 async def test_every_control_of_a_page_and_its_cross_site_iframe_gets_a_uid_of_its_own(
-    cdm: ChromeDevToolsMCPBackend,
+    devtools_backend: ChromeDevToolsMCPBackend,
 ) -> None:
-    uids, snapshot = await uids_of_the_frames_page(cdm)
+    uids, snapshot = await uids_of_the_frames_page(devtools_backend)
 
     assert [uid for uid, n in uids.items() if n > 1] == []
     assert "(not addressable)" not in snapshot.text
@@ -264,17 +264,17 @@ async def test_the_init_check_catches_a_gateway_that_forwards_lifecycle_events_a
 
 @pytest.mark.req("adapter:refs-only")
 async def test_a_stale_or_unknown_ref_is_an_element_error_and_a_selector_never_reaches_the_upstream(
-    cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
+    devtools_backend: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
-    await cdm.snapshot()
+    await devtools_backend.snapshot()
     with pytest.raises(BackendError) as unknown:
-        await cdm.act(Action(type="click", ref="1_99999"), None)
+        await devtools_backend.act(Action(type="click", ref="1_99999"), None)
     assert unknown.value.kind == "element"
 
     tap.clear()
     for selector in ("button", "#shipping button", "1_3 >> nth=0", "e3", "1_3\n"):
         with pytest.raises(BackendError) as refused:
-            await cdm.act(Action(type="click", ref=selector), None)
+            await devtools_backend.act(Action(type="click", ref=selector), None)
         assert refused.value.kind == "element"
     assert not page_calls(tap, bound_page)
     assert fixture_server.ledger.writes() == []
@@ -283,27 +283,27 @@ async def test_a_stale_or_unknown_ref_is_an_element_error_and_a_selector_never_r
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
 @pytest.mark.req("adapter:element-errors")
 async def test_clicking_a_disabled_button_is_an_element_error_not_a_timeout(
-    cdm: ChromeDevToolsMCPBackend, fixture_server: FixtureServer
+    devtools_backend: ChromeDevToolsMCPBackend, fixture_server: FixtureServer
 ) -> None:
-    disabled = next(e for e in (await cdm.snapshot()).elements if e.disabled and e.role == "button")
+    disabled = next(e for e in (await devtools_backend.snapshot()).elements if e.disabled and e.role == "button")
     with pytest.raises(BackendError) as error:  # the upstream's locator waits its fixed 5 s for "enabled"
-        await cdm.act(Action(type="click", ref=disabled.ref), disabled)
+        await devtools_backend.act(Action(type="click", ref=disabled.ref), disabled)
     assert error.value.kind == "element"
     assert fixture_server.ledger.writes() == []
 
 
 @pytest.mark.req("action:type-multiline", "action:type-submit")
 async def test_a_line_break_in_typed_text_is_refused_before_it_can_press_enter(
-    cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
+    devtools_backend: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
-    name = by_name((await cdm.snapshot()).elements, "textbox", "Full name")
+    name = by_name((await devtools_backend.snapshot()).elements, "textbox", "Full name")
     tap.clear()
     for text in ("Ada\nLovelace", "Ada\r", "\x00"):
         with pytest.raises(BackendError) as refused:
-            await cdm.act(Action(type="type", ref=name.ref, text=text), name)
+            await devtools_backend.act(Action(type="type", ref=name.ref, text=text), name)
         assert refused.value.kind == "element"
     with pytest.raises(BackendError) as submit:
-        await cdm.act(Action(type="type", ref=name.ref, text="Ada", submit=True), name)
+        await devtools_backend.act(Action(type="type", ref=name.ref, text="Ada", submit=True), name)
     assert submit.value.kind == "element"
     assert not page_calls(tap, bound_page)
     assert fixture_server.ledger.writes() == []
@@ -312,13 +312,13 @@ async def test_a_line_break_in_typed_text_is_refused_before_it_can_press_enter(
 @pytest.mark.parametrize("bound_page", ["/sensitive/"], indirect=True)
 @pytest.mark.req("adapter:dialog-never-answered")
 async def test_a_javascript_dialog_is_never_answered_and_blocks_the_next_observation_as_an_error(
-    cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, fixture_server: FixtureServer
+    devtools_backend: ChromeDevToolsMCPBackend, bound_page: LabPage, fixture_server: FixtureServer
 ) -> None:
-    pay = by_name((await cdm.snapshot()).elements, "button", "Pay now")
-    await cdm.act(Action(type="click", ref=pay.ref), pay)  # the click happened; its confirm() is now open
+    pay = by_name((await devtools_backend.snapshot()).elements, "button", "Pay now")
+    await devtools_backend.act(Action(type="click", ref=pay.ref), pay)  # the click happened; its confirm() is now open
 
     with pytest.raises(BackendError) as blocked:
-        await cdm.snapshot()
+        await devtools_backend.snapshot()
     assert blocked.value.kind == "dialog"
     assert "dialog is open (confirm: Pay" in str(blocked.value)
     assert fixture_server.ledger.writes() == []  # nobody said OK
@@ -326,70 +326,70 @@ async def test_a_javascript_dialog_is_never_answered_and_blocks_the_next_observa
 
 @pytest.mark.req("adapter:target-lost")
 async def test_after_the_page_closes_every_call_is_target_lost_and_stops_at_the_adapter(
-    cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
+    devtools_backend: ChromeDevToolsMCPBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
 ) -> None:
-    first = await cdm.snapshot()
+    first = await devtools_backend.snapshot()
     await workspace.close(bound_page)
 
     with pytest.raises(BackendError) as lost:
-        await cdm.snapshot()
+        await devtools_backend.snapshot()
     assert lost.value.kind == "target_lost"
     tap.clear()
     submit = by_name(first.elements, "button", "Save and continue")
     with pytest.raises(BackendError) as again:
-        await cdm.act(Action(type="click", ref=submit.ref), submit)
+        await devtools_backend.act(Action(type="click", ref=submit.ref), submit)
     assert again.value.kind == "target_lost"
     with pytest.raises(BackendError) as shot:
-        await cdm.screenshot()
+        await devtools_backend.screenshot()
     assert shot.value.kind == "target_lost"
     assert tap.by_target(label="backend") == {}  # sticky: nothing more went upstream
 
 
 @pytest.mark.req("adapter:timeout", "action:navigate")
 async def test_a_navigation_the_upstream_gives_up_on_is_a_timeout_not_success_and_the_child_stays_usable(
-    make_cdm: MakeCDM, bound_page: LabPage, fixture_server: FixtureServer
+    make_devtools_backend: MakeCDM, bound_page: LabPage, fixture_server: FixtureServer
 ) -> None:
     # navigate_page answers "Unable to navigate ...: Navigation timeout of 1000 ms exceeded." *without* isError.
-    cdm = await make_cdm(navigation_timeout=1.0, call_timeout=10.0)
+    devtools_backend = await make_devtools_backend(navigation_timeout=1.0, call_timeout=10.0)
     stall = fixture_server.stall("/stall/slow-page")  # registered before acting
     with pytest.raises(BackendError) as error:
-        await cdm.act(Action(type="navigate", url=fixture_server.url("/stall/slow-page")), None)
+        await devtools_backend.act(Action(type="navigate", url=fixture_server.url("/stall/slow-page")), None)
     assert error.value.kind == "timeout"
     assert "navigation failed" in str(error.value)
     assert stall.holding
-    assert cdm.pid is not None
-    assert group_alive(cdm.pid)
+    assert devtools_backend.pid is not None
+    assert group_alive(devtools_backend.pid)
 
-    await cdm.act(Action(type="navigate", url=fixture_server.url("/dom_form/")), None)
-    assert (await cdm.snapshot()).url == fixture_server.url("/dom_form/")
+    await devtools_backend.act(Action(type="navigate", url=fixture_server.url("/dom_form/")), None)
+    assert (await devtools_backend.snapshot()).url == fixture_server.url("/dom_form/")
 
 
 @pytest.mark.req("adapter:timeout")
 async def test_an_upstream_call_past_its_timeout_is_a_timeout_and_the_child_stays_usable(
-    make_cdm: MakeCDM, bound_page: LabPage, fixture_server: FixtureServer
+    make_devtools_backend: MakeCDM, bound_page: LabPage, fixture_server: FixtureServer
 ) -> None:
-    cdm = await make_cdm(call_timeout=2.0, navigation_timeout=1.0)
+    devtools_backend = await make_devtools_backend(call_timeout=2.0, navigation_timeout=1.0)
     stall = fixture_server.stall("/stall/slow-page")  # registered before acting
     with pytest.raises(BackendError) as error:  # upstream: 1 s goto + 1 s post-action wait + up to 3 s quiet DOM
-        await cdm.act(Action(type="navigate", url=fixture_server.url("/stall/slow-page")), None)
+        await devtools_backend.act(Action(type="navigate", url=fixture_server.url("/stall/slow-page")), None)
     assert error.value.kind == "timeout"
     assert stall.holding
-    assert cdm.pid is not None
-    assert group_alive(cdm.pid)
+    assert devtools_backend.pid is not None
+    assert group_alive(devtools_backend.pid)
 
     # The upstream runs one tool at a time and does not abort the abandoned one: the next call queues behind it.
-    cdm.client.call_timeout = 15.0  # type: ignore[union-attr]
-    await cdm.act(Action(type="navigate", url=fixture_server.url("/dom_form/")), None)
-    assert (await cdm.snapshot()).url == fixture_server.url("/dom_form/")
+    devtools_backend.client.call_timeout = 15.0  # type: ignore[union-attr]
+    await devtools_backend.act(Action(type="navigate", url=fixture_server.url("/dom_form/")), None)
+    assert (await devtools_backend.snapshot()).url == fixture_server.url("/dom_form/")
 
 
 @pytest.mark.req("adapter:cancel")
 async def test_a_cancelled_call_propagates_and_leaves_the_child_running_and_consistent(
-    cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, fixture_server: FixtureServer
+    devtools_backend: ChromeDevToolsMCPBackend, bound_page: LabPage, fixture_server: FixtureServer
 ) -> None:
-    await cancel_a_held_navigation_then_navigate_again(cdm, fixture_server)
-    assert cdm.pid is not None
-    assert group_alive(cdm.pid)
+    await cancel_a_held_navigation_then_navigate_again(devtools_backend, fixture_server)
+    assert devtools_backend.pid is not None
+    assert group_alive(devtools_backend.pid)
 
 
 # -- screenshot, point click, scroll -------------------------------------------------------------------------------
@@ -397,11 +397,11 @@ async def test_a_cancelled_call_propagates_and_leaves_the_child_running_and_cons
 
 @pytest.mark.req("adapter:one-screenshot")
 async def test_screenshot_is_exactly_one_capture_of_the_viewport(
-    cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap, workspace: Workspace
+    devtools_backend: ChromeDevToolsMCPBackend, bound_page: LabPage, tap: CDPTap, workspace: Workspace
 ) -> None:
-    await cdm.snapshot()
+    await devtools_backend.snapshot()
     tap.clear()
-    png = await cdm.screenshot()
+    png = await devtools_backend.screenshot()
 
     assert tap.count(label="backend", method="Page.captureScreenshot") == 1
     assert tap.count(label="backend", category="screenshot") == 1
@@ -413,28 +413,28 @@ async def test_screenshot_is_exactly_one_capture_of_the_viewport(
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
 @pytest.mark.req("adapter:point-click", "adapter:scroll-to-ref", "action:scroll-without-ref")
 async def test_point_click_and_scroll_to_a_ref_reach_the_page_and_a_free_scroll_is_refused(
-    cdm: ChromeDevToolsMCPBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
+    devtools_backend: ChromeDevToolsMCPBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
 ) -> None:
-    snapshot = await cdm.snapshot()
+    snapshot = await devtools_backend.snapshot()
     box = await workspace.evaluate(
         bound_page,
         "(() => { const r = document.querySelector('input[type=checkbox]').getBoundingClientRect();"
         " return [r.x + r.width / 2, r.y + r.height / 2]; })()",
     )
-    await cdm.act(Action(type="click", x=box[0], y=box[1]), None)
+    await devtools_backend.act(Action(type="click", x=box[0], y=box[1]), None)
     assert await workspace.evaluate(bound_page, "document.querySelector('input[type=checkbox]').checked") is True
 
     tap.clear()
     for free in (Action(type="scroll", direction="down"), Action(type="scroll", x=5, y=5, direction="down")):
         with pytest.raises(BackendError) as refused:
-            await cdm.act(free, None)
+            await devtools_backend.act(free, None)
         assert refused.value.kind == "upstream"
     assert not page_calls(tap, bound_page)
 
     scrolled = "window.__scrolled = new Promise(r => addEventListener('scroll', () => r(scrollY), {once: true})); 1"
     footer_link = [e for e in snapshot.elements if e.role == "link"][-1]
     await workspace.evaluate(bound_page, scrolled)  # registered before acting
-    await cdm.act(Action(type="scroll", ref=footer_link.ref, direction="down"), footer_link)
+    await devtools_backend.act(Action(type="scroll", ref=footer_link.ref, direction="down"), footer_link)
     await workspace.evaluate(bound_page, "window.__scrolled", await_promise=True)
     bottom = "document.documentElement.scrollHeight - innerHeight - scrollY"
     assert await workspace.evaluate(bound_page, bottom) < 2000  # near the footer of a ~40,000 px page
@@ -445,24 +445,24 @@ async def test_point_click_and_scroll_to_a_ref_reach_the_page_and_a_free_scroll_
 
 @pytest.mark.req("adapter:child-hygiene")
 async def test_the_child_runs_in_the_workdir_writes_nothing_outside_and_close_leaves_no_process_behind(
-    make_cdm: MakeCDM, bound_page: LabPage, tap: CDPTap, tmp_path: Path
+    make_devtools_backend: MakeCDM, bound_page: LabPage, tap: CDPTap, tmp_path: Path
 ) -> None:
     before = real_cache_state()
-    cdm = await make_cdm()
-    pid = cdm.pid
+    devtools_backend = await make_devtools_backend()
+    pid = devtools_backend.pid
     assert pid is not None
     assert group_alive(pid)
-    assert cdm.client.tools >= ALLOWLIST  # type: ignore[union-attr]
+    assert devtools_backend.client.tools >= ALLOWLIST  # type: ignore[union-attr]
     environ, cwd = proc_environ_and_cwd(pid)
-    workdir = cdm.workdir
+    workdir = devtools_backend.workdir
     for key in ("HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR"):
         assert Path(environ[key]).is_relative_to(workdir), key
     for key in ("NO_USAGE_STATISTICS", "NO_UPDATE_CHECKS", "NO_CONFIG_DISCOVERY"):
         assert environ[f"CHROME_DEVTOOLS_MCP_{key}"] == "1"
     assert cwd == workdir
-    await cdm.snapshot()
-    await cdm.screenshot()
-    await cdm.close()
+    await devtools_backend.snapshot()
+    await devtools_backend.screenshot()
+    await devtools_backend.close()
 
     assert not group_alive(pid)
     assert real_cache_state() == before  # no update check wrote ~/.cache/chrome-devtools-mcp/latest.json

@@ -47,14 +47,14 @@ pytestmark = pytest.mark.req(backend="open_claude_chrome")
 
 
 @pytest.fixture
-def make_occ(behind_gateway: Callable[..., Any]) -> MakeOCC:
-    """`await make_occ(**options)`: a started backend behind the scoped gateway (see `behind_gateway`)."""
+def make_claude_backend(behind_gateway: Callable[..., Any]) -> MakeOCC:
+    """`await make_claude_backend(**options)`: a started backend behind the scoped gateway (see `behind_gateway`)."""
     return functools.partial(behind_gateway, OpenClaudeChromeBackend)
 
 
 @pytest.fixture
-async def occ(make_occ: MakeOCC) -> OpenClaudeChromeBackend:
-    return await make_occ()
+async def claude_backend(make_claude_backend: MakeOCC) -> OpenClaudeChromeBackend:
+    return await make_claude_backend()
 
 
 def contract_of(backend: OpenClaudeChromeBackend) -> ToolContract:
@@ -121,15 +121,15 @@ def pixel(png: bytes, x: int, y: int) -> tuple[int, int, int]:
     return previous[x * bpp], previous[x * bpp + 1], previous[x * bpp + 2]
 
 
-async def lab_screenshot(hands: CDPClient, page: LabPage) -> bytes:
+async def lab_screenshot(lab_cdp: CDPClient, page: LabPage) -> bytes:
     """What a human watching the page sees, through the lab's own connection (not counted by the tap)."""
     import base64
 
-    attached = await hands.send("Target.attachToTarget", {"targetId": page.target_id, "flatten": True})
+    attached = await lab_cdp.send("Target.attachToTarget", {"targetId": page.target_id, "flatten": True})
     try:
-        shot = await hands.send("Page.captureScreenshot", {"format": "png"}, session_id=attached["sessionId"])
+        shot = await lab_cdp.send("Page.captureScreenshot", {"format": "png"}, session_id=attached["sessionId"])
     finally:
-        await hands.send("Target.detachFromTarget", {"sessionId": attached["sessionId"]})
+        await lab_cdp.send("Target.detachFromTarget", {"sessionId": attached["sessionId"]})
     return base64.b64decode(shot["data"])
 
 
@@ -138,9 +138,9 @@ async def lab_screenshot(hands: CDPClient, page: LabPage) -> bytes:
 
 @pytest.mark.req("adapter:snapshot")
 async def test_read_page_interactive_lists_the_form_controls_with_roles_names_and_refs(
-    occ: OpenClaudeChromeBackend, tap: CDPTap
+    claude_backend: OpenClaudeChromeBackend, tap: CDPTap
 ) -> None:
-    page = await contract_of(occ).read_page(filter="interactive")
+    page = await contract_of(claude_backend).read_page(filter="interactive")
 
     lines = page.text.splitlines()
     assert all(REF.fullmatch(n.ref or "") for n in page.nodes)
@@ -159,9 +159,9 @@ async def test_read_page_interactive_lists_the_form_controls_with_roles_names_an
 
 @pytest.mark.req("adapter:snapshot")
 async def test_read_page_all_shows_the_tree_and_a_ref_id_depth_and_max_chars_narrow_it(
-    occ: OpenClaudeChromeBackend,
+    claude_backend: OpenClaudeChromeBackend,
 ) -> None:
-    contract = contract_of(occ)
+    contract = contract_of(claude_backend)
     everything = await contract.read_page(filter="all")
     form_group = next(n for n in everything.nodes if n.role == "group" and n.name == "Address")
     assert form_group.ref is not None
@@ -183,9 +183,9 @@ async def test_read_page_all_shows_the_tree_and_a_ref_id_depth_and_max_chars_nar
 
 @pytest.mark.req("adapter:snapshot", "adapter:parser")
 async def test_snapshot_of_the_form_lists_its_controls_with_state_and_its_text_main_content_first(
-    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap
 ) -> None:
-    snapshot = await occ.snapshot()
+    snapshot = await claude_backend.snapshot()
 
     assert snapshot.url == bound_page.url
     assert snapshot.title.startswith("Checkout · Shipping details")
@@ -210,8 +210,8 @@ async def test_snapshot_of_the_form_lists_its_controls_with_state_and_its_text_m
 
 
 @pytest.mark.req("adapter:refs-only")
-async def test_find_ranks_the_country_select_first_on_the_form(occ: OpenClaudeChromeBackend) -> None:
-    contract = contract_of(occ)
+async def test_find_ranks_the_country_select_first_on_the_form(claude_backend: OpenClaudeChromeBackend) -> None:
+    contract = contract_of(claude_backend)
     for query, role, name in (
         ("country select", "combobox", "Country"),
         ("country dropdown", "combobox", "Country"),
@@ -228,9 +228,9 @@ async def test_find_ranks_the_country_select_first_on_the_form(occ: OpenClaudeCh
 @pytest.mark.req("adapter:refs-only")
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
 async def test_find_ranks_the_named_products_add_to_cart_button_first_capped_at_twenty(
-    occ: OpenClaudeChromeBackend, fixture_server: FixtureServer
+    claude_backend: OpenClaudeChromeBackend, fixture_server: FixtureServer
 ) -> None:
-    contract = contract_of(occ)
+    contract = contract_of(claude_backend)
     product = unique_in_stock_product()
     found = await contract.find(f"add to cart button for {product.name}")
     assert len(found.matches) == 20
@@ -254,11 +254,11 @@ async def test_find_ranks_the_named_products_add_to_cart_button_first_capped_at_
 
 @pytest.mark.req("adapter:one-write")
 async def test_type_select_and_click_make_exactly_one_write_with_the_typed_values_and_no_screenshot(
-    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
     calls: dict[str, Counter[str]] = {}
     tap.clear()
-    snapshot = await occ.snapshot()
+    snapshot = await claude_backend.snapshot()
     calls["snapshot"] = page_calls(tap, bound_page)
     name = by_name(snapshot.elements, "textbox", "Full name")
     country = by_name(snapshot.elements, "combobox", "Country")
@@ -273,7 +273,7 @@ async def test_type_select_and_click_make_exactly_one_write_with_the_typed_value
         ("click submit", Action(type="click", ref=submit.ref), submit),
     ):
         tap.clear()
-        await occ.act(action, element)
+        await claude_backend.act(action, element)
         calls[label] = page_calls(tap, bound_page)
     form = (await submitted).form()
 
@@ -281,7 +281,7 @@ async def test_type_select_and_click_make_exactly_one_write_with_the_typed_value
     assert form["country"] == "jp"
     assert form["gift"] == "yes"
     tap.clear()
-    after = await occ.snapshot()
+    after = await claude_backend.snapshot()
     calls["snapshot after submit"] = page_calls(tap, bound_page)
     assert after.url == fixture_server.url("/dom_form/submit")
     assert "Order details saved" in after.text
@@ -301,35 +301,35 @@ async def test_type_select_and_click_make_exactly_one_write_with_the_typed_value
 
 @pytest.mark.req("action:type-submit")
 async def test_type_with_submit_is_refused_before_anything_is_sent_and_press_enter_submits_the_typed_field(
-    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
-    snapshot = await occ.snapshot()
+    snapshot = await claude_backend.snapshot()
     name = by_name(snapshot.elements, "textbox", "Full name")
     tap.clear()
     with pytest.raises(BackendError, match="send type, then press Enter") as refused:
-        await occ.act(Action(type="type", ref=name.ref, text="Grace", submit=True), name)
+        await claude_backend.act(Action(type="type", ref=name.ref, text="Grace", submit=True), name)
     assert refused.value.kind == "upstream"
     assert not page_calls(tap, bound_page)
 
     submitted = fixture_server.wait_for_request("/dom_form/submit")  # registered before acting
-    await occ.act(Action(type="type", ref=name.ref, text="Grace Hopper"), name)
-    await occ.act(Action(type="press", key="Enter"), None)
+    await claude_backend.act(Action(type="type", ref=name.ref, text="Grace Hopper"), name)
+    await claude_backend.act(Action(type="press", key="Enter"), None)
     assert (await submitted).form()["full_name"] == "Grace Hopper"
     assert len(fixture_server.ledger.writes("/dom_form/submit")) == 1
 
 
 @pytest.mark.req("action:type")
 async def test_typing_replaces_the_fields_content_and_an_empty_text_clears_it(
-    occ: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace
 ) -> None:
-    notes = by_name((await occ.snapshot()).elements, "textbox", "Delivery notes")
-    await occ.act(Action(type="type", ref=notes.ref, text="first"), notes)
-    notes = by_name((await occ.snapshot()).elements, "textbox", "Delivery notes")
+    notes = by_name((await claude_backend.snapshot()).elements, "textbox", "Delivery notes")
+    await claude_backend.act(Action(type="type", ref=notes.ref, text="first"), notes)
+    notes = by_name((await claude_backend.snapshot()).elements, "textbox", "Delivery notes")
     assert notes.value == "first"
-    await occ.act(Action(type="type", ref=notes.ref, text="ring twice\nthen leave it"), notes)
+    await claude_backend.act(Action(type="type", ref=notes.ref, text="ring twice\nthen leave it"), notes)
     assert await workspace.evaluate(bound_page, "document.getElementById('notes').value") == "ring twice\nthen leave it"
-    notes = by_name((await occ.snapshot()).elements, "textbox", "Delivery notes")
-    await occ.act(Action(type="type", ref=notes.ref, text=""), notes)
+    notes = by_name((await claude_backend.snapshot()).elements, "textbox", "Delivery notes")
+    await claude_backend.act(Action(type="type", ref=notes.ref, text=""), notes)
     assert await workspace.evaluate(bound_page, "document.getElementById('notes').value") == ""
 
 
@@ -345,23 +345,23 @@ SAME_ORIGIN_FRAME = """new Promise(resolve => {
 
 @pytest.mark.req("frames:iframe-refs")
 async def test_a_same_origin_frames_controls_are_read_and_acted_on_in_place(
-    occ: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace
 ) -> None:
     await workspace.evaluate(bound_page, SAME_ORIGIN_FRAME, await_promise=True)
-    snapshot = await occ.snapshot()
+    snapshot = await claude_backend.snapshot()
     code = by_name(snapshot.elements, "textbox", "Coupon")
     apply = by_name(snapshot.elements, "button", "Apply")
-    await occ.act(Action(type="type", ref=code.ref, text="SPRING"), code)
-    await occ.act(Action(type="click", ref=apply.ref), apply)
+    await claude_backend.act(Action(type="type", ref=code.ref, text="SPRING"), code)
+    await claude_backend.act(Action(type="click", ref=apply.ref), apply)
     assert await workspace.evaluate(bound_page, "window.__pressed") == "SPRING"
 
 
 @pytest.mark.req("frames:iframe-refs", "adapter:unique-refs")
 @pytest.mark.parametrize("bound_page", ["/frames/"], indirect=True)
 async def test_a_cross_site_iframes_controls_are_read_and_typed_selected_and_clicked_in_place(
-    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
-    snapshot = await occ.snapshot()
+    snapshot = await claude_backend.snapshot()
     assert "# Chat with Northwind support" in snapshot.text  # the iframe's text, where the iframe is
     outer = by_name(snapshot.elements, "textbox", "Order number")
     message = by_name(snapshot.elements, "textbox", "Your message")
@@ -371,9 +371,9 @@ async def test_a_cross_site_iframes_controls_are_read_and_typed_selected_and_cli
     assert names.index("Order number") < names.index("Your message")
 
     sent = fixture_server.wait_for_request("/frames/send")  # registered before acting
-    await occ.act(Action(type="type", ref=message.ref, text="Where is NW-48213?"), message)
-    await occ.act(Action(type="select", ref=department.ref, values=["Returns"]), department)
-    await occ.act(Action(type="click", ref=send.ref), send)
+    await claude_backend.act(Action(type="type", ref=message.ref, text="Where is NW-48213?"), message)
+    await claude_backend.act(Action(type="select", ref=department.ref, values=["Returns"]), department)
+    await claude_backend.act(Action(type="click", ref=send.ref), send)
     form = (await sent).form()
     assert form == {"department": "returns", "message": "Where is NW-48213?"}
     assert len(fixture_server.ledger.writes()) == 1
@@ -442,7 +442,7 @@ def card_button(elements: tuple[Element, ...], card: int) -> Element:
 @pytest.mark.req("adapter:element-errors", "honesty:stale-frame")
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
 async def test_a_resorted_list_makes_the_old_ref_stale_and_nothing_is_written(
-    occ: OpenClaudeChromeBackend,
+    claude_backend: OpenClaudeChromeBackend,
     bound_page: LabPage,
     tap: CDPTap,
     fixture_server: FixtureServer,
@@ -450,18 +450,18 @@ async def test_a_resorted_list_makes_the_old_ref_stale_and_nothing_is_written(
 ) -> None:
     card = await workspace.evaluate(bound_page, SWAPPABLE_PAIR)
     assert card >= 0
-    button = card_button((await occ.snapshot()).elements, card)
+    button = card_button((await claude_backend.snapshot()).elements, card)
     moved, now_there = await workspace.evaluate(bound_page, SWAP % card)  # the same element, one place later
-    await assert_stale_ref_refused(occ, button, tap, bound_page, fixture_server)
+    await assert_stale_ref_refused(claude_backend, button, tap, bound_page, fixture_server)
 
-    button = card_button((await occ.snapshot()).elements, card)
+    button = card_button((await claude_backend.snapshot()).elements, card)
     assert await workspace.evaluate(bound_page, REPLACE_BUTTON % card) >= 300  # an equal twin in its place
-    await assert_stale_ref_refused(occ, button, tap, bound_page, fixture_server)
+    await assert_stale_ref_refused(claude_backend, button, tap, bound_page, fixture_server)
 
     # Observed again, the button now in that place is acted on normally: the product that is there now.
-    fresh = card_button((await occ.snapshot()).elements, card)
+    fresh = card_button((await claude_backend.snapshot()).elements, card)
     added = fixture_server.wait_for_request("/catalogue/cart")  # registered before acting
-    await occ.act(Action(type="click", ref=fresh.ref), fresh)
+    await claude_backend.act(Action(type="click", ref=fresh.ref), fresh)
     assert (await added).form()["sku"] == now_there != moved
     assert len(fixture_server.ledger.writes("/catalogue/cart")) == 1
 
@@ -470,13 +470,13 @@ async def test_a_resorted_list_makes_the_old_ref_stale_and_nothing_is_written(
 @pytest.mark.negative_control
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
 async def test_the_stale_ref_check_catches_a_variant_that_clicks_the_refs_old_point_blindly(
-    make_occ: MakeOCC,
+    make_claude_backend: MakeOCC,
     bound_page: LabPage,
     tap: CDPTap,
     fixture_server: FixtureServer,
     workspace: Workspace,
 ) -> None:
-    blind = await make_occ()
+    blind = await make_claude_backend()
     assert blind.session is not None
     blind.contract = BlindRefContract(blind.session)  # clicks a ref where it was, without the re-check
     card = await workspace.evaluate(bound_page, SWAPPABLE_PAIR)
@@ -492,18 +492,20 @@ async def test_the_stale_ref_check_catches_a_variant_that_clicks_the_refs_old_po
 
 @pytest.mark.req("adapter:refs-only")
 async def test_a_ref_from_another_document_or_not_a_ref_is_refused_without_input(
-    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
-    snapshot = await occ.snapshot()
+    snapshot = await claude_backend.snapshot()
     submit = by_name(snapshot.elements, "button", "Save and continue")
-    await occ.act(Action(type="navigate", url=fixture_server.url("/dom_form/")), None)  # same page, new document
+    await claude_backend.act(
+        Action(type="navigate", url=fixture_server.url("/dom_form/")), None
+    )  # same page, new document
     tap.clear()
     with pytest.raises(BackendError, match="no longer shows") as stale:
-        await occ.act(Action(type="click", ref=submit.ref), submit)
+        await claude_backend.act(Action(type="click", ref=submit.ref), submit)
     assert stale.value.kind == "stale"
     for selector in ("button", "#shipping button", "text=Save", "ref_1 >> nth=0"):
         with pytest.raises(BackendError) as refused:
-            await occ.act(Action(type="click", ref=selector), None)
+            await claude_backend.act(Action(type="click", ref=selector), None)
         assert refused.value.kind == "element"  # not a ref at all
     assert not page_calls(tap, bound_page)
     assert fixture_server.ledger.writes() == []
@@ -514,13 +516,13 @@ async def test_a_ref_from_another_document_or_not_a_ref_is_refused_without_input
 
 @pytest.mark.req("adapter:snapshot")
 async def test_the_cursor_is_drawn_by_the_overlay_is_visible_and_never_enters_the_dom_or_the_next_read(
-    occ: OpenClaudeChromeBackend,
+    claude_backend: OpenClaudeChromeBackend,
     bound_page: LabPage,
     tap: CDPTap,
     workspace: Workspace,
-    hands: CDPClient,
+    lab_cdp: CDPClient,
 ) -> None:
-    contract = contract_of(occ)
+    contract = contract_of(claude_backend)
     count = "document.querySelectorAll('*').length"
     before_nodes = await workspace.evaluate(bound_page, count)
     before = await contract.read_page(filter="all")
@@ -535,15 +537,15 @@ async def test_the_cursor_is_drawn_by_the_overlay_is_visible_and_never_enters_th
     after = await contract.read_page(filter="all")
     assert after.text == before.text
     x, y = round(clicked.point[0]), round(clicked.point[1])
-    seen = pixel(await lab_screenshot(hands, bound_page), x, y)
+    seen = pixel(await lab_screenshot(lab_cdp, bound_page), x, y)
     # Orange over a white field: the marker is there for a human to see.
     assert seen[0] > 200, f"no cursor drawn at {(x, y)}: {seen}"
     assert seen[2] < 150, f"no cursor drawn at {(x, y)}: {seen}"
 
     # An agent's screenshot shows the page, not the marker; and the marker is gone for the human too.
-    png = await occ.screenshot()
+    png = await claude_backend.screenshot()
     assert pixel(png, x, y) == (255, 255, 255)
-    assert pixel(await lab_screenshot(hands, bound_page), x, y) == (255, 255, 255)
+    assert pixel(await lab_screenshot(lab_cdp, bound_page), x, y) == (255, 255, 255)
 
 
 # -- screenshots, coordinates, scrolling ---------------------------------------------------------------------------
@@ -551,11 +553,11 @@ async def test_the_cursor_is_drawn_by_the_overlay_is_visible_and_never_enters_th
 
 @pytest.mark.req("adapter:one-screenshot")
 async def test_screenshot_is_exactly_one_capture_of_the_viewport(
-    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, workspace: Workspace
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, workspace: Workspace
 ) -> None:
-    await occ.snapshot()
+    await claude_backend.snapshot()
     tap.clear()
-    png = await occ.screenshot()
+    png = await claude_backend.screenshot()
 
     assert tap.count(label="backend", method="Page.captureScreenshot") == 1
     assert tap.count(label="backend", category="screenshot") == 1
@@ -566,7 +568,7 @@ async def test_screenshot_is_exactly_one_capture_of_the_viewport(
 
 @pytest.mark.req("adapter:point-click")
 async def test_a_point_click_is_accepted_only_as_the_call_right_after_a_screenshot(
-    occ: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, workspace: Workspace
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, workspace: Workspace
 ) -> None:
     box = await workspace.evaluate(
         bound_page,
@@ -576,32 +578,32 @@ async def test_a_point_click_is_accepted_only_as_the_call_right_after_a_screensh
     point = Action(type="click", x=box[0], y=box[1])
     tap.clear()
     with pytest.raises(BackendError, match="right after a screenshot") as early:
-        await occ.act(point, None)
+        await claude_backend.act(point, None)
     assert early.value.kind == "stale"
     assert not page_calls(tap, bound_page)
 
-    await occ.screenshot()
-    await occ.act(point, None)
+    await claude_backend.screenshot()
+    await claude_backend.act(point, None)
     assert await workspace.evaluate(bound_page, "document.getElementById('gift').checked") is True
     with pytest.raises(BackendError, match="right after a screenshot"):
-        await occ.act(point, None)  # the image described the page before that click, not now
+        await claude_backend.act(point, None)  # the image described the page before that click, not now
     assert await workspace.evaluate(bound_page, "document.getElementById('gift').checked") is True
 
 
 @pytest.mark.req("adapter:scroll-to-ref", "action:scroll-without-ref")
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
 async def test_wheel_scroll_and_scroll_to_a_ref_move_the_viewport(
-    occ: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
 ) -> None:
-    snapshot = await occ.snapshot()
+    snapshot = await claude_backend.snapshot()
     scrolled = "window.__scrolled = new Promise(r => addEventListener('scroll', () => r(scrollY), {once: true})); 1"
     await workspace.evaluate(bound_page, scrolled)  # registered before acting
-    await occ.act(Action(type="scroll", direction="down"), None)
+    await claude_backend.act(Action(type="scroll", direction="down"), None)
     assert await workspace.evaluate(bound_page, "window.__scrolled", await_promise=True) > 0
 
     footer_link = [e for e in snapshot.elements if e.role == "link"][-1]
     await workspace.evaluate(bound_page, scrolled)
-    await occ.act(Action(type="scroll", ref=footer_link.ref, direction="down"), footer_link)
+    await claude_backend.act(Action(type="scroll", ref=footer_link.ref, direction="down"), footer_link)
     await workspace.evaluate(bound_page, "window.__scrolled", await_promise=True)
     bottom = "document.documentElement.scrollHeight - innerHeight - scrollY"
     assert await workspace.evaluate(bound_page, bottom) < 2000  # near the footer of a long page
@@ -613,7 +615,7 @@ async def test_wheel_scroll_and_scroll_to_a_ref_move_the_viewport(
 
 @pytest.mark.req("foreground:minimized")
 async def test_a_minimized_window_still_gets_typed_into_clicked_and_submitted_without_focus_calls(
-    occ: OpenClaudeChromeBackend,
+    claude_backend: OpenClaudeChromeBackend,
     bound_page: LabPage,
     tap: CDPTap,
     fixture_server: FixtureServer,
@@ -621,13 +623,13 @@ async def test_a_minimized_window_still_gets_typed_into_clicked_and_submitted_wi
 ) -> None:
     assert (await workspace.minimize(bound_page)).state == "minimized"
     assert await workspace.evaluate(bound_page, "document.visibilityState") == "hidden"
-    snapshot = await occ.snapshot()
+    snapshot = await claude_backend.snapshot()
     name = by_name(snapshot.elements, "textbox", "Full name")
     submit = by_name(snapshot.elements, "button", "Save and continue")
 
     submitted = fixture_server.wait_for_request("/dom_form/submit")  # registered before acting
-    await occ.act(Action(type="type", ref=name.ref, text="Hidden Hopper"), name)
-    await occ.act(Action(type="click", ref=submit.ref), submit)
+    await claude_backend.act(Action(type="type", ref=name.ref, text="Hidden Hopper"), name)
+    await claude_backend.act(Action(type="click", ref=submit.ref), submit)
     assert (await submitted).form()["full_name"] == "Hidden Hopper"
     assert len(fixture_server.ledger.writes("/dom_form/submit")) == 1
     assert tap.count(label="backend", category="focus") == 0
@@ -639,20 +641,20 @@ async def test_a_minimized_window_still_gets_typed_into_clicked_and_submitted_wi
 
 @pytest.mark.req("adapter:target-lost")
 async def test_after_the_page_closes_every_call_is_target_lost_and_stops_at_the_adapter(
-    occ: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
 ) -> None:
-    first = await occ.snapshot()
+    first = await claude_backend.snapshot()
     await workspace.close(bound_page)
 
     with pytest.raises(BackendError) as lost:
-        await occ.snapshot()
+        await claude_backend.snapshot()
     assert lost.value.kind == "target_lost"
     tap.clear()
     submit = by_name(first.elements, "button", "Save and continue")
     for call in (
-        occ.act(Action(type="click", ref=submit.ref), submit),
-        occ.screenshot(),
-        occ.act(Action(type="navigate", url="http://localhost:1/"), None),
+        claude_backend.act(Action(type="click", ref=submit.ref), submit),
+        claude_backend.screenshot(),
+        claude_backend.act(Action(type="navigate", url="http://localhost:1/"), None),
     ):
         with pytest.raises(BackendError) as again:
             await call
@@ -663,13 +665,17 @@ async def test_after_the_page_closes_every_call_is_target_lost_and_stops_at_the_
 @pytest.mark.parametrize("bound_page", ["/sensitive/"], indirect=True)
 @pytest.mark.req("adapter:dialog-never-answered")
 async def test_a_javascript_dialog_is_never_answered_and_blocks_the_next_observation_as_an_error(
-    occ: OpenClaudeChromeBackend, bound_page: LabPage, fixture_server: FixtureServer, tap: CDPTap
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, fixture_server: FixtureServer, tap: CDPTap
 ) -> None:
-    pay = by_name((await occ.snapshot()).elements, "button", "Pay now")
-    await occ.act(Action(type="click", ref=pay.ref), pay)  # the click happened; its confirm() is now open
+    pay = by_name((await claude_backend.snapshot()).elements, "button", "Pay now")
+    await claude_backend.act(Action(type="click", ref=pay.ref), pay)  # the click happened; its confirm() is now open
 
     tap.clear()
-    for call in (occ.snapshot(), occ.screenshot(), occ.act(Action(type="click", ref=pay.ref), pay)):
+    for call in (
+        claude_backend.snapshot(),
+        claude_backend.screenshot(),
+        claude_backend.act(Action(type="click", ref=pay.ref), pay),
+    ):
         with pytest.raises(BackendError) as blocked:
             await call
         assert blocked.value.kind == "dialog"
@@ -680,27 +686,27 @@ async def test_a_javascript_dialog_is_never_answered_and_blocks_the_next_observa
 
 @pytest.mark.req("adapter:cancel")
 async def test_a_cancelled_call_propagates_and_leaves_the_backend_usable_and_consistent(
-    occ: OpenClaudeChromeBackend, fixture_server: FixtureServer
+    claude_backend: OpenClaudeChromeBackend, fixture_server: FixtureServer
 ) -> None:
     # The held navigation is superseded by the next one, exactly as after a timeout.
-    await cancel_a_held_navigation_then_navigate_again(occ, fixture_server)
-    assert occ.session is not None
-    assert occ.session.lost is None
+    await cancel_a_held_navigation_then_navigate_again(claude_backend, fixture_server)
+    assert claude_backend.session is not None
+    assert claude_backend.session.lost is None
 
 
 @pytest.mark.req("adapter:target-lost")
 async def test_a_crashed_page_is_target_lost(
-    occ: OpenClaudeChromeBackend, bound_page: LabPage, hands: CDPClient
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, lab_cdp: CDPClient
 ) -> None:
-    await occ.snapshot()
-    attached = await hands.send("Target.attachToTarget", {"targetId": bound_page.target_id, "flatten": True})
-    crashed = hands.wait_for_event("Target.targetCrashed", predicate=lambda p: p["targetId"] == bound_page.target_id)
-    await hands.send("Target.setDiscoverTargets", {"discover": True})
+    await claude_backend.snapshot()
+    attached = await lab_cdp.send("Target.attachToTarget", {"targetId": bound_page.target_id, "flatten": True})
+    crashed = lab_cdp.wait_for_event("Target.targetCrashed", predicate=lambda p: p["targetId"] == bound_page.target_id)
+    await lab_cdp.send("Target.setDiscoverTargets", {"discover": True})
     with contextlib.suppress(CDPError, TimeoutError):  # the renderer dies before it can answer
-        await hands.send("Page.crash", session_id=attached["sessionId"], timeout=2.0)
+        await lab_cdp.send("Page.crash", session_id=attached["sessionId"], timeout=2.0)
     await crashed
     with pytest.raises(BackendError) as lost:
-        await occ.snapshot()
+        await claude_backend.snapshot()
     assert lost.value.kind == "target_lost"
     assert "crashed" in str(lost.value)
 
@@ -708,13 +714,13 @@ async def test_a_crashed_page_is_target_lost(
 @pytest.mark.req("adapter:timeout")
 @pytest.mark.parametrize("bound_page", ["/stall/"], indirect=True)
 async def test_a_click_whose_navigation_is_held_is_a_timeout_after_exactly_one_write(
-    make_occ: MakeOCC, fixture_server: FixtureServer
+    make_claude_backend: MakeOCC, fixture_server: FixtureServer
 ) -> None:
-    occ = await make_occ(navigation_timeout=1.0)
-    submit = by_name((await occ.snapshot()).elements, "button", "Submit expense")
+    claude_backend = await make_claude_backend(navigation_timeout=1.0)
+    submit = by_name((await claude_backend.snapshot()).elements, "button", "Submit expense")
     held = fixture_server.stall("/stall/write")  # registered before acting
     with pytest.raises(BackendError) as error:
-        await occ.act(Action(type="click", ref=submit.ref), submit)
+        await claude_backend.act(Action(type="click", ref=submit.ref), submit)
     assert error.value.kind == "timeout"
     await held.started()
     assert len(fixture_server.ledger.writes("/stall/write")) == 1
@@ -723,21 +729,21 @@ async def test_a_click_whose_navigation_is_held_is_a_timeout_after_exactly_one_w
 
 @pytest.mark.req("adapter:timeout", "action:navigate")
 async def test_a_navigation_past_its_timeout_is_a_timeout_and_the_backend_stays_usable(
-    make_occ: MakeOCC, fixture_server: FixtureServer
+    make_claude_backend: MakeOCC, fixture_server: FixtureServer
 ) -> None:
-    occ = await make_occ(navigation_timeout=2.0, settle_timeout=0.5)
+    claude_backend = await make_claude_backend(navigation_timeout=2.0, settle_timeout=0.5)
     stall = fixture_server.stall("/stall/slow-page")  # registered before acting
     with pytest.raises(BackendError) as error:
-        await occ.act(Action(type="navigate", url=fixture_server.url("/stall/slow-page")), None)
+        await claude_backend.act(Action(type="navigate", url=fixture_server.url("/stall/slow-page")), None)
     assert error.value.kind == "timeout"
     assert stall.holding
 
     # Chromium holds the page's other commands while a navigation waits for its answer; a new navigation
     # supersedes the held one (released instead, it would commit and interrupt whatever came next).
-    await occ.act(Action(type="navigate", url=fixture_server.url("/catalogue/")), None)
-    assert (await occ.snapshot()).url == fixture_server.url("/catalogue/")
+    await claude_backend.act(Action(type="navigate", url=fixture_server.url("/catalogue/")), None)
+    assert (await claude_backend.snapshot()).url == fixture_server.url("/catalogue/")
     assert stall.holding
-    assert (await contract_of(occ).navigate("back")).url == fixture_server.url("/dom_form/")
+    assert (await contract_of(claude_backend).navigate("back")).url == fixture_server.url("/dom_form/")
 
 
 # -- process and cost ----------------------------------------------------------------------------------------------
@@ -770,11 +776,13 @@ def descendants(pid: int) -> dict[int, tuple[int, str]]:
 
 @pytest.mark.req("adapter:child-hygiene")
 async def test_no_process_but_chromium_runs_beside_the_runtime_while_the_backend_works(
-    occ: OpenClaudeChromeBackend, chromium: Chromium, fixture_server: FixtureServer
+    claude_backend: OpenClaudeChromeBackend, chromium: Chromium, fixture_server: FixtureServer
 ) -> None:
-    snapshot = await occ.snapshot()
-    await occ.act(Action(type="type", ref=by_name(snapshot.elements, "textbox", "Email").ref, text="a@b.c"), None)
-    await occ.screenshot()
+    snapshot = await claude_backend.snapshot()
+    await claude_backend.act(
+        Action(type="type", ref=by_name(snapshot.elements, "textbox", "Email").ref, text="a@b.c"), None
+    )
+    await claude_backend.screenshot()
     others = {pid: name for pid, (pgid, name) in descendants(os.getpid()).items() if pgid != chromium.process.pid}
     assert others == {}, f"processes beside the runtime, Chromium and the fixture server: {others}"
 
@@ -782,9 +790,9 @@ async def test_no_process_but_chromium_runs_beside_the_runtime_while_the_backend
 @pytest.mark.req("adapter:compact-snapshot")
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
 async def test_the_catalogue_snapshot_reads_every_product_control_and_its_rendering_is_measured(
-    occ: OpenClaudeChromeBackend, tap: CDPTap, bound_page: LabPage
+    claude_backend: OpenClaudeChromeBackend, tap: CDPTap, bound_page: LabPage
 ) -> None:
-    snapshot = await occ.snapshot()
+    snapshot = await claude_backend.snapshot()
     roles = Counter(e.role for e in snapshot.elements)
     assert roles["button"] >= 300  # an "Add to cart" (or disabled "Out of stock") per product
     assert len([e for e in snapshot.elements if e.name == "Out of stock" and e.disabled]) >= 1

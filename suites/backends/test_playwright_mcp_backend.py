@@ -63,9 +63,9 @@ def proc_environ_and_cwd(pid: int) -> tuple[dict[str, str], Path]:
 
 @pytest.mark.req("adapter:snapshot")
 async def test_snapshot_of_the_form_lists_its_controls_with_roles_names_state_and_its_text(
-    pw: PlaywrightMCPBackend, bound_page: LabPage, tap: CDPTap
+    playwright_backend: PlaywrightMCPBackend, bound_page: LabPage, tap: CDPTap
 ) -> None:
-    snapshot = await pw.snapshot()
+    snapshot = await playwright_backend.snapshot()
 
     assert snapshot.url == bound_page.url
     assert snapshot.title.startswith("Checkout · Shipping details")
@@ -92,13 +92,13 @@ async def test_snapshot_of_the_form_lists_its_controls_with_roles_names_state_an
 
 @pytest.mark.req("adapter:one-write")
 async def test_type_select_and_click_make_exactly_one_write_with_the_typed_values_and_no_screenshot(
-    pw: PlaywrightMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
+    playwright_backend: PlaywrightMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
     calls: dict[str, Counter[str]] = {}
-    snapshot = await pw.snapshot()  # the first call also attaches Playwright to the page
+    snapshot = await playwright_backend.snapshot()  # the first call also attaches Playwright to the page
     calls["first snapshot (attach)"] = page_calls(tap, bound_page)
     tap.clear()
-    snapshot = await pw.snapshot()
+    snapshot = await playwright_backend.snapshot()
     calls["snapshot"] = page_calls(tap, bound_page)
     name = by_name(snapshot.elements, "textbox", "Full name")
     country = by_name(snapshot.elements, "combobox", "Country")
@@ -111,7 +111,7 @@ async def test_type_select_and_click_make_exactly_one_write_with_the_typed_value
         ("click", Action(type="click", ref=submit.ref), submit),
     ):
         tap.clear()
-        await pw.act(action, element)
+        await playwright_backend.act(action, element)
         calls[label] = page_calls(tap, bound_page)
     form = (await submitted).form()
 
@@ -119,7 +119,7 @@ async def test_type_select_and_click_make_exactly_one_write_with_the_typed_value
     assert form["country"] == "jp"
     assert len(fixture_server.ledger.writes("/dom_form/submit")) == 1
     tap.clear()
-    after = await pw.snapshot()
+    after = await playwright_backend.snapshot()
     calls["snapshot after submit"] = page_calls(tap, bound_page)
     assert after.url == fixture_server.url("/dom_form/submit")
     assert "Order details saved" in after.text
@@ -139,11 +139,11 @@ async def test_type_select_and_click_make_exactly_one_write_with_the_typed_value
 
 @pytest.mark.req("adapter:compact-snapshot")
 async def test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_tokens(
-    pw: PlaywrightMCPBackend, fixture_server: FixtureServer
+    playwright_backend: PlaywrightMCPBackend, fixture_server: FixtureServer
 ) -> None:
-    await pw.act(Action(type="navigate", url=fixture_server.url("/catalogue/")), None)
-    snapshot = await pw.snapshot()
-    raw = "\n".join(c.text for c in (await pw.client.call("browser_snapshot", {})).content)  # type: ignore[union-attr]
+    await playwright_backend.act(Action(type="navigate", url=fixture_server.url("/catalogue/")), None)
+    snapshot = await playwright_backend.snapshot()
+    raw = "\n".join(c.text for c in (await playwright_backend.client.call("browser_snapshot", {})).content)  # type: ignore[union-attr]
 
     assert snapshot.url == fixture_server.url("/catalogue/")
     roles = Counter(e.role for e in snapshot.elements)
@@ -165,17 +165,17 @@ async def test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_token
 
 @pytest.mark.req("adapter:refs-only")
 async def test_a_stale_or_unknown_ref_is_an_element_error_and_a_selector_never_reaches_the_upstream(
-    pw: PlaywrightMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
+    playwright_backend: PlaywrightMCPBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
-    await pw.snapshot()
+    await playwright_backend.snapshot()
     with pytest.raises(BackendError) as unknown:
-        await pw.act(Action(type="click", ref="e99999"), None)
+        await playwright_backend.act(Action(type="click", ref="e99999"), None)
     assert unknown.value.kind == "element"
 
     tap.clear()
     for selector in ("button", "text=Save and continue", "#shipping button", "e1 >> nth=0"):
         with pytest.raises(BackendError) as refused:
-            await pw.act(Action(type="click", ref=selector), None)
+            await playwright_backend.act(Action(type="click", ref=selector), None)
         assert refused.value.kind == "element"
     assert not page_calls(tap, bound_page)
     assert fixture_server.ledger.writes() == []
@@ -186,10 +186,10 @@ async def test_a_stale_or_unknown_ref_is_an_element_error_and_a_selector_never_r
 async def test_clicking_a_disabled_button_is_an_element_error_not_a_timeout(
     bound_page: LabPage, make_backend: MakeBackend, fixture_server: FixtureServer
 ) -> None:
-    pw = await make_backend(action_timeout=1.0)
-    disabled = next(e for e in (await pw.snapshot()).elements if e.disabled and e.role == "button")
+    playwright_backend = await make_backend(action_timeout=1.0)
+    disabled = next(e for e in (await playwright_backend.snapshot()).elements if e.disabled and e.role == "button")
     with pytest.raises(BackendError) as error:
-        await pw.act(Action(type="click", ref=disabled.ref), disabled)
+        await playwright_backend.act(Action(type="click", ref=disabled.ref), disabled)
     assert error.value.kind == "element"
     assert fixture_server.ledger.writes() == []
 
@@ -197,13 +197,15 @@ async def test_clicking_a_disabled_button_is_an_element_error_not_a_timeout(
 @pytest.mark.parametrize("bound_page", ["/sensitive/"], indirect=True)
 @pytest.mark.req("adapter:dialog-never-answered")
 async def test_a_javascript_dialog_is_never_answered_and_blocks_the_next_observation_as_an_error(
-    pw: PlaywrightMCPBackend, fixture_server: FixtureServer
+    playwright_backend: PlaywrightMCPBackend, fixture_server: FixtureServer
 ) -> None:
-    pay = by_name((await pw.snapshot()).elements, "button", "Pay now")
-    await pw.act(Action(type="click", ref=pay.ref), pay)  # the click happened; its confirm() is now open
+    pay = by_name((await playwright_backend.snapshot()).elements, "button", "Pay now")
+    await playwright_backend.act(
+        Action(type="click", ref=pay.ref), pay
+    )  # the click happened; its confirm() is now open
 
     with pytest.raises(BackendError) as blocked:  # the snapshot tool refuses while a modal is open
-        await pw.snapshot()
+        await playwright_backend.snapshot()
     assert blocked.value.kind == "dialog"
     assert "modal state" in str(blocked.value)
     assert fixture_server.ledger.writes() == []  # nobody said OK (browser_handle_dialog is not allowlisted)
@@ -211,21 +213,21 @@ async def test_a_javascript_dialog_is_never_answered_and_blocks_the_next_observa
 
 @pytest.mark.req("adapter:target-lost")
 async def test_after_the_page_closes_every_call_is_target_lost_and_stops_at_the_adapter(
-    pw: PlaywrightMCPBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
+    playwright_backend: PlaywrightMCPBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
 ) -> None:
-    first = await pw.snapshot()
+    first = await playwright_backend.snapshot()
     await workspace.close(bound_page)
 
     with pytest.raises(BackendError) as lost:
-        await pw.snapshot()
+        await playwright_backend.snapshot()
     assert lost.value.kind == "target_lost"
     tap.clear()
     submit = by_name(first.elements, "button", "Save and continue")
     with pytest.raises(BackendError) as again:
-        await pw.act(Action(type="click", ref=submit.ref), submit)
+        await playwright_backend.act(Action(type="click", ref=submit.ref), submit)
     assert again.value.kind == "target_lost"
     with pytest.raises(BackendError) as shot:
-        await pw.screenshot()
+        await playwright_backend.screenshot()
     assert shot.value.kind == "target_lost"
     assert tap.by_target(label="backend") == {}  # sticky: nothing more went upstream
 
@@ -234,29 +236,29 @@ async def test_after_the_page_closes_every_call_is_target_lost_and_stops_at_the_
 async def test_an_upstream_call_past_its_timeout_is_a_timeout_and_the_child_stays_usable(
     bound_page: LabPage, make_backend: MakeBackend, fixture_server: FixtureServer
 ) -> None:
-    pw = await make_backend(call_timeout=2.0)
+    playwright_backend = await make_backend(call_timeout=2.0)
     stall = fixture_server.stall("/stall/slow-page")  # registered before acting
     with pytest.raises(BackendError) as error:
-        await pw.act(Action(type="navigate", url=fixture_server.url("/stall/slow-page")), None)
+        await playwright_backend.act(Action(type="navigate", url=fixture_server.url("/stall/slow-page")), None)
     assert error.value.kind == "timeout"
     assert stall.holding
-    assert pw.pid is not None
-    assert group_alive(pw.pid)
+    assert playwright_backend.pid is not None
+    assert group_alive(playwright_backend.pid)
 
     # The abandoned navigation is still pending upstream (the page keeps waiting for the held answer); a new one
     # supersedes it. (Released instead, it would commit and interrupt whatever navigation came next.)
-    await pw.act(Action(type="navigate", url=fixture_server.url("/dom_form/")), None)
-    assert (await pw.snapshot()).url == fixture_server.url("/dom_form/")
+    await playwright_backend.act(Action(type="navigate", url=fixture_server.url("/dom_form/")), None)
+    assert (await playwright_backend.snapshot()).url == fixture_server.url("/dom_form/")
     assert stall.holding
 
 
 @pytest.mark.req("adapter:cancel")
 async def test_a_cancelled_call_propagates_and_leaves_the_child_running_and_consistent(
-    pw: PlaywrightMCPBackend, bound_page: LabPage, fixture_server: FixtureServer
+    playwright_backend: PlaywrightMCPBackend, bound_page: LabPage, fixture_server: FixtureServer
 ) -> None:
-    await cancel_a_held_navigation_then_navigate_again(pw, fixture_server)
-    assert pw.pid is not None
-    assert group_alive(pw.pid)
+    await cancel_a_held_navigation_then_navigate_again(playwright_backend, fixture_server)
+    assert playwright_backend.pid is not None
+    assert group_alive(playwright_backend.pid)
 
 
 # -- screenshot ----------------------------------------------------------------------------------------------------
@@ -264,11 +266,11 @@ async def test_a_cancelled_call_propagates_and_leaves_the_child_running_and_cons
 
 @pytest.mark.req("adapter:one-screenshot")
 async def test_screenshot_is_exactly_one_capture_of_the_viewport(
-    pw: PlaywrightMCPBackend, bound_page: LabPage, tap: CDPTap, workspace: Workspace
+    playwright_backend: PlaywrightMCPBackend, bound_page: LabPage, tap: CDPTap, workspace: Workspace
 ) -> None:
-    await pw.snapshot()
+    await playwright_backend.snapshot()
     tap.clear()
-    png = await pw.screenshot()
+    png = await playwright_backend.screenshot()
 
     assert tap.count(label="backend", method="Page.captureScreenshot") == 1
     assert tap.count(label="backend", category="screenshot") == 1
@@ -285,23 +287,25 @@ async def test_the_child_runs_in_the_workdir_and_close_leaves_no_process_behind(
     bound_page: LabPage, tap: CDPTap, tmp_path: Path
 ) -> None:
     workdir = tmp_path / "private"
-    pw = PlaywrightMCPBackend(BackendConfig(cdp_endpoint=await tap.endpoint("backend"), workdir=workdir))
-    await pw.start()
+    playwright_backend = PlaywrightMCPBackend(
+        BackendConfig(cdp_endpoint=await tap.endpoint("backend"), workdir=workdir)
+    )
+    await playwright_backend.start()
     try:
-        pid = pw.pid
+        pid = playwright_backend.pid
         assert pid is not None
         assert group_alive(pid)
-        assert pw.client.tools >= ALLOWLIST  # type: ignore[union-attr]
+        assert playwright_backend.client.tools >= ALLOWLIST  # type: ignore[union-attr]
         environ, cwd = proc_environ_and_cwd(pid)
         for key in ("HOME", "TMPDIR", "XDG_CACHE_HOME"):
             assert Path(environ[key]).is_relative_to(workdir), key
         assert cwd == workdir.resolve()
         sockets = Path(environ["PWTEST_SOCKETS_DIR"])  # short enough for a unix socket path, private
         assert sockets.is_relative_to(workdir) or sockets.name.startswith("cu-pw-")
-        await pw.snapshot()
-        await pw.screenshot()
+        await playwright_backend.snapshot()
+        await playwright_backend.screenshot()
     finally:
-        await pw.close()
+        await playwright_backend.close()
     assert not group_alive(pid)
     assert sockets.is_relative_to(workdir) or not exists(sockets)
     assert not (Path.cwd() / ".playwright-mcp").exists()
@@ -502,7 +506,7 @@ def test_a_link_whose_only_content_is_an_image_is_named_by_the_image() -> None:
 @pytest.mark.parametrize("bound_page", ["/dom_form/"], indirect=True)
 @pytest.mark.req("adapter:snapshot")
 async def test_image_only_links_on_a_live_page_are_named_by_their_images(
-    pw: PlaywrightMCPBackend, bound_page: LabPage, workspace: Workspace
+    playwright_backend: PlaywrightMCPBackend, bound_page: LabPage, workspace: Workspace
 ) -> None:
     # @playwright/mcp 0.0.83 lists `<a><img alt="…"></a>` as a bare `link` over `img "…"` (measured: both names
     # came out empty before the normalizer took the name from content).
@@ -511,32 +515,32 @@ async def test_image_only_links_on_a_live_page_are_named_by_their_images(
         "document.body.innerHTML = ['Blue jacket', 'Red scarf'].map((alt) => "
         '`<a href="/dom_form/"><img alt="${alt}" src="data:,"></a>`).join(\'\'); 1',
     )
-    snapshot = await pw.snapshot()
+    snapshot = await playwright_backend.snapshot()
     assert [(e.role, e.name) for e in snapshot.elements] == [("link", "Blue jacket"), ("link", "Red scarf")]
 
 
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
 @pytest.mark.req("adapter:point-click", "adapter:scroll-to-ref")
 async def test_point_click_wheel_scroll_and_scroll_to_a_ref_reach_the_page(
-    pw: PlaywrightMCPBackend, bound_page: LabPage, workspace: Workspace
+    playwright_backend: PlaywrightMCPBackend, bound_page: LabPage, workspace: Workspace
 ) -> None:
-    snapshot = await pw.snapshot()
+    snapshot = await playwright_backend.snapshot()
     box = await workspace.evaluate(
         bound_page,
         "(() => { const r = document.querySelector('input[type=checkbox]').getBoundingClientRect();"
         " return [r.x + r.width / 2, r.y + r.height / 2]; })()",
     )
-    await pw.act(Action(type="click", x=box[0], y=box[1]), None)
+    await playwright_backend.act(Action(type="click", x=box[0], y=box[1]), None)
     assert await workspace.evaluate(bound_page, "document.querySelector('input[type=checkbox]').checked") is True
 
     scrolled = "window.__scrolled = new Promise(r => addEventListener('scroll', () => r(scrollY), {once: true})); 1"
     await workspace.evaluate(bound_page, scrolled)  # registered before acting
-    await pw.act(Action(type="scroll", direction="down"), None)
+    await playwright_backend.act(Action(type="scroll", direction="down"), None)
     assert await workspace.evaluate(bound_page, "window.__scrolled", await_promise=True) > 0
 
     footer_link = [e for e in snapshot.elements if e.role == "link"][-1]
     await workspace.evaluate(bound_page, scrolled)
-    await pw.act(Action(type="scroll", ref=footer_link.ref, direction="down"), footer_link)
+    await playwright_backend.act(Action(type="scroll", ref=footer_link.ref, direction="down"), footer_link)
     await workspace.evaluate(bound_page, "window.__scrolled", await_promise=True)
     bottom = "document.documentElement.scrollHeight - innerHeight - scrollY"
     assert await workspace.evaluate(bound_page, bottom) < 2000  # near the footer of a ~40,000 px page

@@ -64,14 +64,14 @@ class World:
     async def open(self) -> tuple[Chromium, Workspace, FixtureServer, str]:
         server = await FixtureServer().start()
         chromium = await launch()
-        hands = await chromium.connect()
-        ws = Workspace(hands)
+        lab_cdp = await chromium.connect()
+        ws = Workspace(lab_cdp)
         page = await ws.open("A", server.url("/dom_form/"), ws.column(0, 3))
         chat = await ws.open("chat", server.url("/chat/"), ws.column(1, 3))
-        for target in (await hands.send("Target.getTargets"))["targetInfos"]:
+        for target in (await lab_cdp.send("Target.getTargets"))["targetInfos"]:
             if target["type"] == "page" and target["targetId"] not in (page.target_id, chat.target_id):
-                await hands.send("Target.closeTarget", {"targetId": target["targetId"]})
-        self.stack += [server, chromium, hands]
+                await lab_cdp.send("Target.closeTarget", {"targetId": target["targetId"]})
+        self.stack += [server, chromium, lab_cdp]
         return chromium, ws, server, page.target_id
 
     def close(self) -> None:

@@ -56,9 +56,9 @@ async def test_the_budget_check_catches_the_uncompacted_schema() -> None:
 
 @pytest.mark.req("budget:observe-per-element", "budget:no-unreachable-element")
 async def test_observing_the_catalogue_costs_at_most_15_tokens_per_element_and_loses_none(
-    single, agent: Agent, backend: str
+    one_page_desk, agent: Agent, backend: str
 ) -> None:
-    await single("/catalogue/")
+    await one_page_desk("/catalogue/")
     first = await agent.observe(page="left", detail="interactive")
     total = int(re.search(ELEMENTS_HEADER, first.observation or "").group(1))  # type: ignore[union-attr]
     texts, refs = [first.observation or ""], []

@@ -39,8 +39,8 @@ def changes(seen: Seen) -> str:
     return found.group(1)
 
 
-async def type_into_search(single, agent: Agent) -> Seen:  # type: ignore[no-untyped-def]
-    await single("/catalogue/")
+async def type_into_search(one_page_desk, agent: Agent) -> Seen:  # type: ignore[no-untyped-def]
+    await one_page_desk("/catalogue/")
     seen = await agent.observe(page="left")
     return await agent.act(seen, type="type", ref=ref_of(seen, '"Search products"'), text="tent")
 
@@ -54,9 +54,9 @@ def assert_within_act_budget(typed: Seen) -> int:
 
 @pytest.mark.req("delta:changes-only")
 async def test_an_act_that_changes_one_element_of_the_catalogue_is_answered_in_at_most_150_tokens(
-    single, agent: Agent, backend: str
+    one_page_desk, agent: Agent, backend: str
 ) -> None:
-    typed = await type_into_search(single, agent)
+    typed = await type_into_search(one_page_desk, agent)
     assert re.fullmatch(r"1 changed, 0 added, 0 removed, \d+ unchanged", changes(typed)), typed.observation
     assert re.search(r'^~ \[\w+\] searchbox "Search products" ="tent"$', typed.observation or "", re.M)
     tokens = assert_within_act_budget(typed)
@@ -70,10 +70,10 @@ async def test_an_act_that_changes_one_element_of_the_catalogue_is_answered_in_a
 @pytest.mark.negative_control
 @pytest.mark.req("delta:changes-only")
 async def test_the_act_budget_check_catches_an_act_answered_with_the_whole_frame(
-    single, agent: Agent, monkeypatch: pytest.MonkeyPatch
+    one_page_desk, agent: Agent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(service, "render_delta", lambda *args: None)  # a runtime that never tells only changes
-    typed = await type_into_search(single, agent)
+    typed = await type_into_search(one_page_desk, agent)
     with pytest.raises(AssertionError, match="the act's answer costs"):
         assert_within_act_budget(typed)
 

@@ -48,8 +48,8 @@ def names(seen: Seen) -> list[str]:
     return [m.group(1) for line in (seen.observation or "").splitlines() if (m := NAME.match(line))]
 
 
-async def observe_scrolled(single, agent: Agent) -> tuple[Seen, list[str]]:  # type: ignore[no-untyped-def]
-    desk = await single(ARTICLE)
+async def observe_scrolled(one_page_desk, agent: Agent) -> tuple[Seen, list[str]]:  # type: ignore[no-untyped-def]
+    desk = await one_page_desk(ARTICLE)
     assert await desk.workspace.evaluate(desk.labs["A"], MIDDLE) > 0
     in_view = [name for name in await desk.workspace.evaluate(desk.labs["A"], IN_VIEW) if name]
     assert in_view, "the lab sees no link or button in the article's middle"
@@ -71,9 +71,9 @@ def assert_within_cap(seen: Seen) -> int:
 
 @pytest.mark.req("observe:viewport-first", "budget:observation-cap")
 async def test_a_page_that_does_not_fit_is_read_from_its_viewport_first_within_the_cap_and_loses_no_element(
-    single, agent: Agent, backend: str
+    one_page_desk, agent: Agent, backend: str
 ) -> None:
-    first, in_view = await observe_scrolled(single, agent)
+    first, in_view = await observe_scrolled(one_page_desk, agent)
     assert first.status == "ok", first
     assert first.next_offset is not None, "the article fits one observation: nothing to order"
     assert re.search(r"^elements 1-\d+ of \d+, in view first:$", first.observation or "", re.M), first.observation
@@ -104,10 +104,10 @@ async def test_a_page_that_does_not_fit_is_read_from_its_viewport_first_within_t
 @pytest.mark.negative_control
 @pytest.mark.req("observe:viewport-first")
 async def test_the_viewport_check_catches_a_runtime_that_keeps_document_order(
-    single, agent: Agent, monkeypatch: pytest.MonkeyPatch
+    one_page_desk, agent: Agent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(service, "in_view_first", lambda *args: None)
-    first, in_view = await observe_scrolled(single, agent)
+    first, in_view = await observe_scrolled(one_page_desk, agent)
     with pytest.raises(AssertionError, match="is not in view"):
         assert_in_view_first(first, in_view)
 
@@ -129,9 +129,9 @@ async def test_on_a_page_of_200000_buttons_the_in_view_read_lists_the_seats_in_v
 @pytest.mark.negative_control
 @pytest.mark.req("budget:observation-cap")
 async def test_the_cap_check_catches_a_runtime_that_does_not_count_what_it_renders(
-    single, agent: Agent, monkeypatch: pytest.MonkeyPatch
+    one_page_desk, agent: Agent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(observation, "estimate", lambda text: 0)  # every line "fits": the whole frame in one read
-    first, _ = await observe_scrolled(single, agent)
+    first, _ = await observe_scrolled(one_page_desk, agent)
     with pytest.raises(AssertionError, match="a read costs"):
         assert_within_cap(first)

@@ -2,7 +2,7 @@
 console.
 
 The app reaches Chromium through the tap (label "runtime") like every system under test. The lab reaches the
-console only through its own direct CDP connection (`hands`): it types, ticks and clicks as a user would
+console only through its own direct CDP connection (`lab_cdp`): it types, ticks and clicks as a user would
 (`Input.*` on the console's target), and it watches the history from an isolated world it created itself
 (`Page.createIsolatedWorld`), so nothing the console's own scripts do can hide a rebuilt node from it.
 """
@@ -357,7 +357,7 @@ JUMPING = (("if (atBottom) history.scrollTop = history.scrollHeight;", "history.
 
 
 @pytest.fixture
-def open_console(tap: CDPTap, hands: CDPClient, fixture_server: FixtureServer, tmp_path: Path) -> OpenConsole:
+def open_console(tap: CDPTap, lab_cdp: CDPClient, fixture_server: FixtureServer, tmp_path: Path) -> OpenConsole:
     """`async with open_console(backend, console_dir=None) as chat:` — a host app with the sign-in page left of the
     console and the shipping form right of it, and the lab attached to the console.
 
@@ -387,7 +387,7 @@ def open_console(tap: CDPTap, hands: CDPClient, fixture_server: FixtureServer, t
                 "login": await app.open_page(fixture_server.url(LOGIN), placement="left"),
                 "form": await app.open_page(fixture_server.url(FORM), placement="right"),
             }
-            eyes = await ConsoleEyes.attach(hands, app.chat_page.cdp_target_id, app.console_url)
+            eyes = await ConsoleEyes.attach(lab_cdp, app.chat_page.cdp_target_id, app.console_url)
             try:
                 yield ChatConsole(app, eyes, pages)
             finally:

@@ -162,9 +162,9 @@ MINIMIZED_NEEDS_FRAMES = pytest.mark.xfail_on(
     "foreground:no-focus-calls", "foreground:preconditions-checked", "writes:at-most-one", "writes:page-attributed"
 )
 async def test_an_act_lands_on_a_covered_minimized_or_unfocused_page_without_any_focus_call(
-    single, agent: Agent, tap: CDPTap, fixture_server: FixtureServer, how: str
+    one_page_desk, agent: Agent, tap: CDPTap, fixture_server: FixtureServer, how: str
 ) -> None:
-    desk: Desk = await single("/dom_form/")
+    desk: Desk = await one_page_desk("/dom_form/")
     a = desk.labs["A"]
     if how == "covered":
         await desk.workspace.occlude(a, fixture_server.url("/chat/"))
@@ -202,10 +202,10 @@ async def test_each_precondition_check_fails_on_a_page_where_it_does_not_hold(
 @pytest.mark.negative_control
 @pytest.mark.req("writes:page-attributed")
 async def test_the_landed_on_a_check_catches_a_write_from_b(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
     """The same flow with B (the same form, right of the chat) authorized instead: the nonce names B."""
-    desk: Desk = await single("/dom_form/")
+    desk: Desk = await one_page_desk("/dom_form/")
     await desk.open("B", "/dom_form/", desk.workspace.column(2, 3))
     desk.authorize("B")
     pages = await nonces(desk.workspace)
@@ -222,10 +222,10 @@ async def test_the_landed_on_a_check_catches_a_write_from_b(
 @pytest.mark.sabotage("bring_to_front")
 @pytest.mark.req("foreground:no-focus-calls", "foreground:preconditions-checked")
 async def test_the_focus_checks_catch_a_runtime_that_raises_the_page(
-    single, agent: Agent, tap: CDPTap, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
     """The runtime raises A before each act (`Page.bringToFront`): the tap counts the calls."""
-    await single("/dom_form/")
+    await one_page_desk("/dom_form/")
     await submit_watched(agent, agent.desk, fixture_server, "unfocused")
     with pytest.raises(AssertionError, match="focus/foreground calls"):
         assert_no_focus_calls(tap)

@@ -272,9 +272,9 @@ class Boundary:
 
 @pytest.fixture
 async def boundary(
-    single: Callable[[str], Awaitable[Desk]], agent: Agent, tap: CDPTap, fixture_server: FixtureServer
+    one_page_desk: Callable[[str], Awaitable[Desk]], agent: Agent, tap: CDPTap, fixture_server: FixtureServer
 ) -> Boundary:
-    desk = await single("/dom_form/")
+    desk = await one_page_desk("/dom_form/")
     harness = Boundary(agent.client.client, agent.client.connection, desk, tap, fixture_server)
     await harness.start()
     return harness
@@ -448,14 +448,14 @@ class EagerService(ComputerUseService):
     ],
 )
 async def test_the_fuzz_invariants_catch_a_service_broken_for_one_input_class(
-    single: Callable[[str], Awaitable[Desk]],
+    one_page_desk: Callable[[str], Awaitable[Desk]],
     runtime: Runtime,
     tap: CDPTap,
     fixture_server: FixtureServer,
     broken: type[ComputerUseService],
     caught: str,
 ) -> None:
-    desk = await single("/dom_form/")
+    desk = await one_page_desk("/dom_form/")
     service = broken(
         await tap.endpoint("runtime"), runtime.cdp, runtime.registry, runtime.host.store, _backends(runtime)
     )

@@ -391,22 +391,24 @@ async def test_open_claude_chrome_reads_and_clicks_the_bound_page_and_its_iframe
 
     async def through_gateway(page: LabPage, work: Callable[[OpenClaudeChromeBackend], Awaitable[None]]) -> None:
         gateway = await make_gateway(page)
-        occ = OpenClaudeChromeBackend(BackendConfig(cdp_endpoint=gateway.url, workdir=tmp_path))
-        await occ.start()
+        claude_backend = OpenClaudeChromeBackend(BackendConfig(cdp_endpoint=gateway.url, workdir=tmp_path))
+        await claude_backend.start()
         try:
-            await work(occ)
+            await work(claude_backend)
         finally:
-            await occ.close()
+            await claude_backend.close()
         assert not gateway.refusals, gateway.refusals
         assert not gateway.absorbed, gateway.absorbed  # it never even asks for focus
 
-    async def check_the_gift(occ: OpenClaudeChromeBackend) -> None:
-        snapshot = await occ.snapshot()
+    async def check_the_gift(claude_backend: OpenClaudeChromeBackend) -> None:
+        snapshot = await claude_backend.snapshot()
         gift = next(e for e in snapshot.elements if e.role == "checkbox" and e.name == "This is a gift")
-        await occ.act(Action(type="click", ref=gift.ref), gift)
+        await claude_backend.act(Action(type="click", ref=gift.ref), gift)
 
-    async def read_the_chat_frame(occ: OpenClaudeChromeBackend) -> None:
-        snapshot = await occ.snapshot()  # the cross-origin iframe is an out-of-process child session of the page
+    async def read_the_chat_frame(claude_backend: OpenClaudeChromeBackend) -> None:
+        snapshot = (
+            await claude_backend.snapshot()
+        )  # the cross-origin iframe is an out-of-process child session of the page
         assert "Chat with Northwind support" in snapshot.text, snapshot.text
         assert any(e.role == "combobox" and e.name == "Department" for e in snapshot.elements), snapshot.elements
 
@@ -427,7 +429,7 @@ async def test_a_popup_opened_by_the_bound_page_is_reported_to_the_runtime_and_i
     make_gateway: Gateways,
     recorder: EventRecorder,
     three_pages: Pages,
-    hands: CDPClient,
+    lab_cdp: CDPClient,
     clients: list[CDPClient],
 ) -> None:
     a, b, c = three_pages
@@ -439,8 +441,8 @@ async def test_a_popup_opened_by_the_bound_page_is_reported_to_the_runtime_and_i
 
     popup_reported = recorder.wait("popup")
     # The lab's own hands open it, with a user gesture so the popup blocker lets it through.
-    session = await attach(hands, a)
-    opened = await hands.send(
+    session = await attach(lab_cdp, a)
+    opened = await lab_cdp.send(
         "Runtime.evaluate",
         {"expression": "!!window.open('/popup/child', 'sub', 'width=400,height=400')", "userGesture": True},
         session,
@@ -457,7 +459,7 @@ async def test_a_popup_opened_by_the_bound_page_is_reported_to_the_runtime_and_i
         assert tap.by_target().get(popup.target_id) is None
         untouched(tap, b, c)
     finally:
-        await hands.send("Target.closeTarget", {"targetId": popup.target_id})
+        await lab_cdp.send("Target.closeTarget", {"targetId": popup.target_id})
 
 
 @pytest.mark.req("gateway:events")
@@ -466,7 +468,7 @@ async def test_a_crash_of_the_bound_page_is_reported_and_forwarded_to_its_client
     make_gateway: Gateways,
     recorder: EventRecorder,
     three_pages: Pages,
-    hands: CDPClient,
+    lab_cdp: CDPClient,
     clients: list[CDPClient],
 ) -> None:
     a, b, c = three_pages
@@ -478,8 +480,8 @@ async def test_a_crash_of_the_bound_page_is_reported_and_forwarded_to_its_client
 
     crash_reported = recorder.wait("crashed")
     client_told = client.wait_for_event("Target.targetCrashed", None, lambda p: p["targetId"] == a.target_id)
-    hands_session = await attach(hands, a)
-    crash = asyncio.ensure_future(hands.send("Page.crash", session_id=hands_session))  # never answered
+    hands_session = await attach(lab_cdp, a)
+    crash = asyncio.ensure_future(lab_cdp.send("Page.crash", session_id=hands_session))  # never answered
     try:
         assert (await crash_reported).target_id == a.target_id
         await client_told

@@ -42,16 +42,18 @@ async def verify_empty_assertions(agent: Agent) -> list[ComputerUseResult]:
 
 
 @pytest.mark.req("honesty:empty-assertion", "reason:invalid_arguments")
-async def test_an_empty_or_unknown_assertion_is_invalid_arguments_never_verified(single, agent: Agent) -> None:
-    await single("/dom_form/")
+async def test_an_empty_or_unknown_assertion_is_invalid_arguments_never_verified(one_page_desk, agent: Agent) -> None:
+    await one_page_desk("/dom_form/")
     for result in await verify_empty_assertions(agent):
         assert_not_success(result, "invalid_arguments")
 
 
 @pytest.mark.negative_control
 @pytest.mark.req("honesty:empty-assertion")
-async def test_the_honesty_check_catches_a_runtime_that_verifies_an_empty_assertion(single, agent: Agent) -> None:
-    desk: Desk = await single("/dom_form/")
+async def test_the_honesty_check_catches_a_runtime_that_verifies_an_empty_assertion(
+    one_page_desk, agent: Agent
+) -> None:
+    desk: Desk = await one_page_desk("/dom_form/")
     report_success_for(desk.runtime, "invalid_arguments")
     results = await verify_empty_assertions(agent)
     for result in results:
@@ -65,8 +67,8 @@ async def verify_what_does_not_hold(agent: Agent) -> ComputerUseResult:
 
 
 @pytest.mark.req("honesty:verification-failed", "reason:verification_failed")
-async def test_an_assertion_that_does_not_hold_is_verification_failed(single, agent: Agent) -> None:
-    await single("/dom_form/")
+async def test_an_assertion_that_does_not_hold_is_verification_failed(one_page_desk, agent: Agent) -> None:
+    await one_page_desk("/dom_form/")
     result = await verify_what_does_not_hold(agent)
     assert_not_success(result, "verification_failed")
     assert result.failures
@@ -76,9 +78,9 @@ async def test_an_assertion_that_does_not_hold_is_verification_failed(single, ag
 @pytest.mark.negative_control
 @pytest.mark.req("honesty:verification-failed")
 async def test_the_honesty_check_catches_a_runtime_that_verifies_an_assertion_that_does_not_hold(
-    single, agent: Agent
+    one_page_desk, agent: Agent
 ) -> None:
-    desk: Desk = await single("/dom_form/")
+    desk: Desk = await one_page_desk("/dom_form/")
     report_success_for(desk.runtime, "verification_failed")
     with pytest.raises(AssertionError, match="reported success"):
         assert_not_success(await verify_what_does_not_hold(agent), "verification_failed")
@@ -97,9 +99,9 @@ async def act_on_stale_frames(agent: Agent) -> list[ComputerUseResult]:
 
 @pytest.mark.req("honesty:stale-frame", "reason:stale_observation", "lifecycle:frame-advances-after-write")
 async def test_acting_on_a_stale_frame_is_stale_observation_and_writes_nothing(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    await single("/dom_form/")
+    await one_page_desk("/dom_form/")
     for result in await act_on_stale_frames(agent):
         assert_not_success(result, "stale_observation")
     assert fixture_server.ledger.writes() == []
@@ -108,9 +110,9 @@ async def test_acting_on_a_stale_frame_is_stale_observation_and_writes_nothing(
 @pytest.mark.negative_control
 @pytest.mark.req("honesty:stale-frame")
 async def test_the_honesty_check_catches_a_runtime_that_reports_an_act_on_a_stale_frame_as_done(
-    single, agent: Agent
+    one_page_desk, agent: Agent
 ) -> None:
-    desk: Desk = await single("/dom_form/")
+    desk: Desk = await one_page_desk("/dom_form/")
     report_success_for(desk.runtime, "stale_observation")
     for result in await act_on_stale_frames(agent):
         with pytest.raises(AssertionError, match="reported success"):
@@ -133,9 +135,9 @@ async def navigate_to_a_held_page(
 
 @pytest.mark.req("honesty:timeout", "reason:timeout")
 async def test_an_action_that_does_not_finish_in_time_is_timeout(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    desk: Desk = await single("/stall/")
+    desk: Desk = await one_page_desk("/stall/")
     seen, result = await navigate_to_a_held_page(desk, agent, fixture_server)
     assert_not_success(result, "timeout")
     again = await agent.act(seen, type="navigate", url=fixture_server.url("/dom_form/"))
@@ -144,9 +146,9 @@ async def test_an_action_that_does_not_finish_in_time_is_timeout(
 
 @pytest.mark.req("concurrency:write-lease", "reason:timeout")
 async def test_a_second_session_cannot_write_while_the_first_holds_the_pages_write_lease(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    desk: Desk = await single("/stall/")
+    desk: Desk = await one_page_desk("/stall/")
     desk.runtime.service.settings.lease_timeout = 1.0
     first = await agent.observe(page="left")
     desk.authorize("A")  # a new turn: its first observe of the Page opens another ComputerSession on it
@@ -162,8 +164,10 @@ async def test_a_second_session_cannot_write_while_the_first_holds_the_pages_wri
 
 
 @pytest.mark.req("honesty:target-lost", "lifecycle:target-crashed", "reason:target_lost")
-async def test_a_crashed_page_is_target_lost_for_act_and_verify(single, agent: Agent, workspace: Workspace) -> None:
-    desk: Desk = await single("/dom_form/")
+async def test_a_crashed_page_is_target_lost_for_act_and_verify(
+    one_page_desk, agent: Agent, workspace: Workspace
+) -> None:
+    desk: Desk = await one_page_desk("/dom_form/")
     seen = await agent.observe(page="left")
     crashed = workspace.cdp.wait_for_event(
         "Target.targetCrashed", predicate=lambda p: p["targetId"] == desk.target("A")
@@ -188,17 +192,17 @@ async def verify_on_a_closed_page(desk: Desk, agent: Agent, workspace: Workspace
 
 
 @pytest.mark.req("honesty:target-lost", "lifecycle:target-closed", "reason:target_lost")
-async def test_a_closed_page_is_target_lost(single, agent: Agent, workspace: Workspace) -> None:
-    desk: Desk = await single("/dom_form/")
+async def test_a_closed_page_is_target_lost(one_page_desk, agent: Agent, workspace: Workspace) -> None:
+    desk: Desk = await one_page_desk("/dom_form/")
     assert_not_success(await verify_on_a_closed_page(desk, agent, workspace), "target_lost")
 
 
 @pytest.mark.negative_control
 @pytest.mark.req("honesty:target-lost")
 async def test_the_honesty_check_catches_a_runtime_that_verifies_on_a_closed_page(
-    single, agent: Agent, workspace: Workspace
+    one_page_desk, agent: Agent, workspace: Workspace
 ) -> None:
-    desk: Desk = await single("/dom_form/")
+    desk: Desk = await one_page_desk("/dom_form/")
     report_success_for(desk.runtime, "target_lost")
     result = await verify_on_a_closed_page(desk, agent, workspace)
     with pytest.raises(AssertionError, match="reported success"):
@@ -208,9 +212,9 @@ async def test_the_honesty_check_catches_a_runtime_that_verifies_on_a_closed_pag
 @pytest.mark.negative_control
 @pytest.mark.req("honesty:timeout")
 async def test_the_honesty_check_catches_a_runtime_that_reports_a_timeout_as_done(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    desk: Desk = await single("/stall/")
+    desk: Desk = await one_page_desk("/stall/")
     report_success_for(desk.runtime, "timeout")
     _, result = await navigate_to_a_held_page(desk, agent, fixture_server)
     with pytest.raises(AssertionError, match="reported success"):

@@ -62,12 +62,12 @@ def turn_ended(event: dict[str, Any]) -> bool:
 class Console:
     """The console Page, seen and used through the lab's hands."""
 
-    hands: CDPClient
+    lab_cdp: CDPClient
     session: str
     target: str
 
     async def evaluate(self, expression: str, *, timeout: float = 10.0) -> Any:
-        result = await self.hands.send(
+        result = await self.lab_cdp.send(
             "Runtime.evaluate",
             {"expression": expression, "awaitPromise": True, "returnByValue": True},
             session_id=self.session,
@@ -161,20 +161,20 @@ async def start_app(tap: CDPTap, tmp_path: Path) -> AsyncIterator[StartApp]:
 
 
 @pytest.fixture
-async def console_of(hands: CDPClient) -> AsyncIterator[Callable[[HostApp], Awaitable[Console]]]:
+async def console_of(lab_cdp: CDPClient) -> AsyncIterator[Callable[[HostApp], Awaitable[Console]]]:
     """`await console_of(app)`: the lab's own session on the app's console Page."""
     sessions: list[str] = []
 
     async def attach(app: HostApp) -> Console:
         assert app.chat_page is not None, "the app did not open its console"
         target = app.chat_page.cdp_target_id
-        attached = await hands.send("Target.attachToTarget", {"targetId": target, "flatten": True})
+        attached = await lab_cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})
         sessions.append(attached["sessionId"])
-        console = Console(hands, attached["sessionId"], target)
+        console = Console(lab_cdp, attached["sessionId"], target)
         await console.until("document.body.dataset.connection === 'live'")
         return console
 
     yield attach
     for session in sessions:
         with contextlib.suppress(Exception):  # the console may be closed already (by the test or the app)
-            await hands.send("Target.detachFromTarget", {"sessionId": session})
+            await lab_cdp.send("Target.detachFromTarget", {"sessionId": session})

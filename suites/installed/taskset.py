@@ -204,9 +204,9 @@ def next_backend(backend: str) -> str:
     return BACKENDS[(BACKENDS.index(backend) + 1) % len(BACKENDS)]
 
 
-async def seat_point(hands: CDPClient, server: FixtureServer, path: str) -> tuple[float, float]:
+async def seat_point(lab_cdp: CDPClient, server: FixtureServer, path: str) -> tuple[float, float]:
     """The free seat's viewport point, measured by the lab's eyes in a window the size of the app's."""
-    workspace = Workspace(hands, "installed-measure", area=CONSOLE_SIZE)
+    workspace = Workspace(lab_cdp, "installed-measure", area=CONSOLE_SIZE)
     try:
         page = await workspace.open("canvas", server.url(path), CONSOLE_SIZE)
         rect = json.loads(
@@ -218,10 +218,10 @@ async def seat_point(hands: CDPClient, server: FixtureServer, path: str) -> tupl
     return rect["x"] + x, rect["y"] + y
 
 
-async def frame_targets(hands: CDPClient, page: str) -> set[str]:
+async def frame_targets(lab_cdp: CDPClient, page: str) -> set[str]:
     """The Page's own targets: its own, and those of its out-of-process iframes (a cross-site iframe is a target
     of its own, and the tap attributes a backend's reads of it there), transitively."""
-    infos = (await hands.send("Target.getTargets"))["targetInfos"]
+    infos = (await lab_cdp.send("Target.getTargets"))["targetInfos"]
     own, grew = {page}, True
     while grew:
         more = {t["targetId"] for t in infos if t["type"] == "iframe" and t.get("parentFrameId") in own} - own
@@ -230,11 +230,11 @@ async def frame_targets(hands: CDPClient, page: str) -> set[str]:
     return own
 
 
-async def until_loaded(hands: CDPClient, target: str) -> None:
+async def until_loaded(lab_cdp: CDPClient, target: str) -> None:
     """Wait (bounded) until the Page's document has loaded, through the lab's eyes (never through the tap)."""
-    attached = await hands.send("Target.attachToTarget", {"targetId": target, "flatten": True})
+    attached = await lab_cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})
     try:
-        await hands.send(
+        await lab_cdp.send(
             "Runtime.evaluate",
             {
                 "expression": "new Promise((r) => document.readyState === 'complete' ? r(true)"
@@ -245,16 +245,18 @@ async def until_loaded(hands: CDPClient, target: str) -> None:
             timeout=UI_TIMEOUT,
         )
     finally:
-        await hands.send("Target.detachFromTarget", {"sessionId": attached["sessionId"]})
+        await lab_cdp.send("Target.detachFromTarget", {"sessionId": attached["sessionId"]})
 
 
 class Driver:
     """The user at the console, with the lab's instruments beside them."""
 
-    def __init__(self, app: AppProcess, console: Console, hands: CDPClient, tap: CDPTap, server: FixtureServer) -> None:
+    def __init__(
+        self, app: AppProcess, console: Console, lab_cdp: CDPClient, tap: CDPTap, server: FixtureServer
+    ) -> None:
         self.app = app
         self.console = console
-        self.hands = hands
+        self.lab_cdp = lab_cdp
         self.tap = tap
         self.server = server
 
@@ -270,14 +272,14 @@ class Driver:
                      ? li.dataset.page : null; }})()""",
             f"the console listing {url}",
         )
-        targets = [t for t, u in (await page_targets(self.hands)).items() if u == url]
+        targets = [t for t, u in (await page_targets(self.lab_cdp)).items() if u == url]
         assert len(targets) == 1, f"expected one window showing {url}: {targets}"
-        await until_loaded(self.hands, targets[0])
+        await until_loaded(self.lab_cdp, targets[0])
         return handle, targets[0]
 
     async def close(self, handle: str, target: str) -> None:
         """The user closes the Page's window; returns once the console no longer lists it."""
-        await self.hands.send("Target.closeTarget", {"targetId": target})
+        await self.lab_cdp.send("Target.closeTarget", {"targetId": target})
         await self.console.until(
             f"!document.querySelector('#pages li.page[data-page={json.dumps(handle)}]')", f"{handle} leaving the list"
         )
@@ -355,7 +357,7 @@ async def run_turn(
     hits_before = len(driver.server.ledger.attacker_hits())
     paused = await driver.needs_user_cards()
     if target is not None:  # an iframe may go with a navigation during the turn: its frames before and after
-        record.frames = await frame_targets(driver.hands, target)
+        record.frames = await frame_targets(driver.lab_cdp, target)
     start = len(driver.tap.records)
     first = await driver.send(task.message, handles)
     if hold is not None:
@@ -370,7 +372,7 @@ async def run_turn(
     assert state == "done", f"{task.name}: the turn ended in state {state}: {await driver.console.snapshot()}"
     record.calls = calls_between(driver.tap, start, len(driver.tap.records))
     if target is not None:
-        record.frames |= await frame_targets(driver.hands, target)
+        record.frames |= await frame_targets(driver.lab_cdp, target)
     driver.app.note_processes()
     rows = driver.server.ledger.writes()[writes_before:]
     record.writes = [row.path for row in rows]
@@ -402,12 +404,12 @@ async def scenario_turn(driver: Driver, task: Task) -> TurnRecord:
     assert task.open is not None
     url = driver.server.url(task.open)
     handle, target = await driver.open(url)
-    before = set(await page_targets(driver.hands))
+    before = set(await page_targets(driver.lab_cdp))
     if task.name == "stall":
         driver.server.stall(STALLED)  # registered before the turn: the navigation's answer is held on arrival
     record = await run_turn(driver, task, [handle], target, hold=hold_the_slow_page if task.name == "stall" else None)
     if task.name == "popup":
-        new = set(await page_targets(driver.hands)) - before
+        new = set(await page_targets(driver.lab_cdp)) - before
         record.facts["popup_windows"] = len(new)
         listed = await driver.console.until(
             f"""(() => {{ const rows = [...document.querySelectorAll('#pages li.page')]
@@ -436,17 +438,17 @@ async def scenario_turn(driver: Driver, task: Task) -> TurnRecord:
 
 
 async def run_task_set(
-    installed: Installed, tap: CDPTap, hands: CDPClient, server: FixtureServer, backend: str, tmp: Path
+    installed: Installed, tap: CDPTap, lab_cdp: CDPClient, server: FixtureServer, backend: str, tmp: Path
 ) -> TaskSetRun:
     """Start the installed app once on `backend` and run every task from its console; then Ctrl-C and audit."""
     tasks = {name: Task.load(name) for name in (*SCENARIOS, *SWITCH, CONTROL)}
-    seat_x, seat_y = await seat_point(hands, server, tasks["canvas"].open or "")
+    seat_x, seat_y = await seat_point(lab_cdp, server, tasks["canvas"].open or "")
     lab = {"seat.x": seat_x, "seat.y": seat_y, f"url:{STALLED}": server.url(STALLED)}
     script = tmp / "task-set.json"
     script.write_text(json.dumps(compose(list(tasks.values()), lab), indent=1), encoding="utf-8")
     config_dir = tmp / "config"
     switched_to = next_backend(backend)
-    async with tidy_windows(hands):
+    async with tidy_windows(lab_cdp):
         app = await AppProcess.start(
             installed,
             cdp_endpoint=await tap.endpoint(LABEL),
@@ -458,12 +460,12 @@ async def run_task_set(
         run = TaskSetRun(backend, switched_to, list(app.lines), app_command=command_line(app.pid))
         console: Console | None = None
         try:
-            console = await Console.attach(hands, app.console_url)
+            console = await Console.attach(lab_cdp, app.console_url)
             ready = len(tap.records)
-            driver = Driver(app, console, hands, tap, server)
+            driver = Driver(app, console, lab_cdp, tap, server)
             decoy, decoy_target = await driver.open(server.url(DECOY), "right")
             run.decoy_target = decoy_target
-            decoy_frames = await frame_targets(hands, decoy_target)
+            decoy_frames = await frame_targets(lab_cdp, decoy_target)
             decoy_from = len(tap.records)
             for name in SCENARIOS:
                 run.turns[name] = await scenario_turn(driver, tasks[name])
@@ -498,9 +500,9 @@ async def switch_backend(
     async def pick_backend(driver: Driver, record: TurnRecord) -> None:
         if record.pauses != 1:
             return
-        await driver.hands.send("Network.enable", session_id=driver.console.session)
+        await driver.lab_cdp.send("Network.enable", session_id=driver.console.session)
         try:
-            answered = driver.hands.wait_for_event(
+            answered = driver.lab_cdp.wait_for_event(
                 "Network.responseReceived",
                 session_id=driver.console.session,
                 predicate=lambda p: p["response"]["url"].endswith("/api/settings"),
@@ -509,7 +511,7 @@ async def switch_backend(
             await driver.console.choose("#backend", switched_to)
             record.facts["settings_status"] = (await answered)["response"]["status"]
         finally:
-            await driver.hands.send("Network.disable", session_id=driver.console.session)
+            await driver.lab_cdp.send("Network.disable", session_id=driver.console.session)
         record.facts["saved"] = json.loads((config_dir / "settings.json").read_text(encoding="utf-8"))["backend"]
 
     records = {}

@@ -52,9 +52,9 @@ async def inspector(*args: str, tmp_path: Path, exit_code: int = 0) -> dict:
 
 
 @pytest.fixture
-async def app(installed: Installed, tap: CDPTap, hands: CDPClient, tmp_path: Path) -> AsyncIterator[AppProcess]:
+async def app(installed: Installed, tap: CDPTap, lab_cdp: CDPClient, tmp_path: Path) -> AsyncIterator[AppProcess]:
     """The installed app on 18100 (no script: nobody talks to it but the Inspector)."""
-    async with tidy_windows(hands):
+    async with tidy_windows(lab_cdp):
         started = await AppProcess.start(
             installed, cdp_endpoint=await tap.endpoint(LABEL), config_dir=tmp_path / "config", log=tmp_path / "app.log"
         )

@@ -62,7 +62,7 @@ async def task_set(
     backend: str,
     installed: Installed,
     tap: CDPTap,
-    hands: CDPClient,
+    lab_cdp: CDPClient,
     fixture_server: FixtureServer,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> TaskSetRun:
@@ -70,7 +70,7 @@ async def task_set(
     if backend not in runs:
         try:
             runs[backend] = await run_task_set(
-                installed, tap, hands, fixture_server, backend, tmp_path_factory.mktemp(f"task-set-{backend}")
+                installed, tap, lab_cdp, fixture_server, backend, tmp_path_factory.mktemp(f"task-set-{backend}")
             )
         except BaseException as exc:
             runs[backend] = exc
@@ -195,21 +195,21 @@ async def test_the_isolation_and_once_only_checks_catch_a_turn_that_works_on_the
 @pytest.mark.negative_control
 @pytest.mark.req("app:launch")
 async def test_the_process_audit_catches_an_installed_app_killed_without_its_shutdown(
-    installed: Installed, tap: CDPTap, hands: CDPClient, fixture_server: FixtureServer, tmp_path: Path
+    installed: Installed, tap: CDPTap, lab_cdp: CDPClient, fixture_server: FixtureServer, tmp_path: Path
 ) -> None:
     # The broken variant: the app gets SIGKILL while a session's backend child hangs (stopped: it cannot notice its
     # stdin closing and leave by itself), so nothing stops the child — the leak an app without its shutdown makes.
     task = Task.load("catalogue")
     script = tmp_path / "script.json"
     script.write_text(json.dumps([*task.script({})[:2], {"say": task.marker}]), encoding="utf-8")
-    async with tidy_windows(hands):
+    async with tidy_windows(lab_cdp):
         app = await AppProcess.start(
             installed, cdp_endpoint=await tap.endpoint(LABEL), config_dir=tmp_path / "config", script=script,
             log=tmp_path / "app.log", port=0,
         )  # fmt: skip
         try:
-            console = await Console.attach(hands, app.console_url)
-            driver = Driver(app, console, hands, tap, fixture_server)
+            console = await Console.attach(lab_cdp, app.console_url)
+            driver = Driver(app, console, lab_cdp, tap, fixture_server)
             assert task.open is not None
             handle, target = await driver.open(fixture_server.url(task.open))
             short = Task(task.name, task.open, task.message, [], task.steps[:2])

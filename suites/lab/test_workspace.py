@@ -71,14 +71,14 @@ async def test_an_occluding_window_covers_the_page_exactly_and_leaves_it_open(
 
 
 async def test_replacing_the_target_keeps_the_logical_tab_and_its_place_but_not_its_target_id(
-    workspace: Workspace, fixture_server: FixtureServer, hands: CDPClient
+    workspace: Workspace, fixture_server: FixtureServer, lab_cdp: CDPClient
 ) -> None:
     page = await workspace.open("tab", fixture_server.url("/dom_form/"), workspace.column(1, 3))
     old_target, where = page.target_id, await workspace.bounds(page)
 
     await workspace.replace_target(page)
 
-    live = {t["targetId"] for t in (await hands.send("Target.getTargets"))["targetInfos"]}
+    live = {t["targetId"] for t in (await lab_cdp.send("Target.getTargets"))["targetInfos"]}
     assert page.target_id != old_target
     assert page.target_id in live
     assert old_target not in live
@@ -87,18 +87,18 @@ async def test_replacing_the_target_keeps_the_logical_tab_and_its_place_but_not_
 
 
 async def test_closing_a_page_removes_its_target(
-    workspace: Workspace, fixture_server: FixtureServer, hands: CDPClient
+    workspace: Workspace, fixture_server: FixtureServer, lab_cdp: CDPClient
 ) -> None:
     page = await workspace.open("gone", fixture_server.url("/dom_form/"), workspace.column(0, 2))
     await workspace.close(page)
-    live = {t["targetId"] for t in (await hands.send("Target.getTargets"))["targetInfos"]}
+    live = {t["targetId"] for t in (await lab_cdp.send("Target.getTargets"))["targetInfos"]}
     assert page.target_id not in live
     assert "gone" not in workspace.pages
 
 
-async def test_a_page_that_fails_to_load_leaves_no_window_behind(workspace: Workspace, hands: CDPClient) -> None:
+async def test_a_page_that_fails_to_load_leaves_no_window_behind(workspace: Workspace, lab_cdp: CDPClient) -> None:
     async def pages() -> set[str]:
-        targets = (await hands.send("Target.getTargets"))["targetInfos"]
+        targets = (await lab_cdp.send("Target.getTargets"))["targetInfos"]
         return {t["targetId"] for t in targets if t["type"] == "page"}
 
     before = await pages()
@@ -109,9 +109,9 @@ async def test_a_page_that_fails_to_load_leaves_no_window_behind(workspace: Work
 
 
 async def test_a_second_workspace_window_lives_in_its_own_area(
-    workspace: Workspace, hands: CDPClient, fixture_server: FixtureServer
+    workspace: Workspace, lab_cdp: CDPClient, fixture_server: FixtureServer
 ) -> None:
-    second = Workspace(hands, "second", area=Bounds(2000, 100, 1200, 800))
+    second = Workspace(lab_cdp, "second", area=Bounds(2000, 100, 1200, 800))
     try:
         there = await second.open("there", fixture_server.url("/dom_form/"), second.column(0, 1))
         here = await workspace.open("here", fixture_server.url("/dom_form/"), workspace.column(0, 1))
@@ -133,9 +133,9 @@ class OneSidedSwap(Workspace):
 
 @pytest.mark.negative_control
 async def test_the_swap_check_catches_a_window_manager_that_moves_only_one_window(
-    hands: CDPClient, fixture_server: FixtureServer
+    lab_cdp: CDPClient, fixture_server: FixtureServer
 ) -> None:
-    broken = OneSidedSwap(hands, "broken")
+    broken = OneSidedSwap(lab_cdp, "broken")
     try:
         left = await broken.open("left", fixture_server.url("/dom_form/"), broken.column(0, 2))
         right = await broken.open("right", fixture_server.url("/dom_form/"), broken.column(1, 2))

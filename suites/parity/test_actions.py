@@ -116,7 +116,7 @@ async def page_state(desk: Desk, expression: str) -> Any:
 
 @pytest.mark.parametrize("requirement", [pytest.param(r, marks=pytest.mark.req(r)) for r in CASES])
 async def test_an_action_takes_effect_or_is_refused_before_reaching_the_page_where_the_ledger_says_it_diverges(
-    single: Callable[[str], Awaitable[Desk]],
+    one_page_desk: Callable[[str], Awaitable[Desk]],
     agent: Agent,
     backend: str,
     tap: CDPTap,
@@ -124,7 +124,7 @@ async def test_an_action_takes_effect_or_is_refused_before_reaching_the_page_whe
     requirement: str,
 ) -> None:
     case = CASES[requirement]
-    desk = await single(case.path)
+    desk = await one_page_desk(case.path)
     await page_state(desk, case.prepare)
     seen = await agent.observe(page="left", detail="visual" if case.visual else "interactive")
     reason = diverges(requirement, backend)

@@ -145,9 +145,9 @@ async def change_the_setting_mid_session(desk: Desk, agent: Agent, tap: CDPTap, 
 
 @pytest.mark.req("freeze:running-session-keeps-backend", "freeze:next-session-uses-new-backend")
 async def test_changing_the_setting_keeps_the_running_session_on_its_backend_and_moves_only_the_next_session(
-    single, agent: Agent, tap: CDPTap, backend: str
+    one_page_desk, agent: Agent, tap: CDPTap, backend: str
 ) -> None:
-    desk: Desk = await single("/dom_form/")
+    desk: Desk = await one_page_desk("/dom_form/")
     await change_the_setting_mid_session(desk, agent, tap, backend)
 
 
@@ -188,9 +188,9 @@ class Unfrozen:
 @pytest.mark.negative_control
 @pytest.mark.req("freeze:running-session-keeps-backend")
 async def test_the_freeze_check_catches_a_session_that_follows_the_setting_to_another_backend(
-    single, agent: Agent, tap: CDPTap, backend: str
+    one_page_desk, agent: Agent, tap: CDPTap, backend: str
 ) -> None:
-    desk: Desk = await single("/dom_form/")
+    desk: Desk = await one_page_desk("/dom_form/")
     sessions = desk.runtime.service.sessions
     kinds = dict(sessions.backends)
     made: list[Unfrozen] = []
@@ -239,9 +239,9 @@ def assert_at_most_one_write(server: FixtureServer, path: str) -> list[LedgerRow
 
 @pytest.mark.req("freeze:failure-never-switches", "writes:at-most-one")
 async def test_a_failed_or_timed_out_act_never_starts_another_backend_nor_writes_twice(
-    single, agent: Agent, tap: CDPTap, fixture_server: FixtureServer, backend: str
+    one_page_desk, agent: Agent, tap: CDPTap, fixture_server: FixtureServer, backend: str
 ) -> None:
-    desk: Desk = await single("/stall/")
+    desk: Desk = await one_page_desk("/stall/")
     other = other_than(backend)
     children_before = children_of_kind(other)
     changed = await fail_and_time_out(agent, desk, tap, fixture_server, other)
@@ -262,9 +262,9 @@ async def test_a_failed_or_timed_out_act_never_starts_another_backend_nor_writes
 @pytest.mark.sabotage("switch_backend_on_failure")
 @pytest.mark.req("freeze:failure-never-switches")
 async def test_the_freeze_check_catches_a_runtime_that_retries_a_failed_act_on_the_new_backend(
-    single, agent: Agent, tap: CDPTap, fixture_server: FixtureServer, backend: str
+    one_page_desk, agent: Agent, tap: CDPTap, fixture_server: FixtureServer, backend: str
 ) -> None:
-    desk: Desk = await single("/stall/")
+    desk: Desk = await one_page_desk("/stall/")
     other = other_than(backend)
     children_before = children_of_kind(other)
     changed = await fail_and_time_out(agent, desk, tap, fixture_server, other)
@@ -289,9 +289,9 @@ async def add_a_note(agent: Agent, server: FixtureServer) -> None:
 
 @pytest.mark.req("writes:at-most-one", "action:click")
 async def test_one_click_on_a_button_that_writes_in_place_is_one_write(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    await single("/race/")
+    await one_page_desk("/race/")
     await add_a_note(agent, fixture_server)
     assert len(assert_at_most_one_write(fixture_server, "/race/note")) == 1
 
@@ -299,9 +299,9 @@ async def test_one_click_on_a_button_that_writes_in_place_is_one_write(
 @pytest.mark.negative_control
 @pytest.mark.req("writes:at-most-one")
 async def test_the_write_check_catches_a_backend_that_sends_the_click_twice(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    desk: Desk = await single("/race/")
+    desk: Desk = await one_page_desk("/race/")
     sessions = desk.runtime.service.sessions
     sessions.backends = {name: writing_twice(factory) for name, factory in sessions.backends.items()}
     both = fixture_server.wait_for_request("/race/note", count=2)

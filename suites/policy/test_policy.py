@@ -12,9 +12,9 @@ from suites.proofs import assert_handed_over, assert_no_writes
 
 @pytest.mark.req("policy:login", "reason:needs_user")
 async def test_a_login_form_is_the_users_to_fill_and_submit(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    await single("/login/")
+    await one_page_desk("/login/")
     seen = await agent.observe(page="left")
     assert_handed_over(await agent.act(seen, type="type", ref=ref_of(seen, "textbox"), text="ada"))
     assert_handed_over(await agent.act(seen, type="click", ref=ref_of(seen, "button", "Sign in")))
@@ -22,8 +22,8 @@ async def test_a_login_form_is_the_users_to_fill_and_submit(
 
 
 @pytest.mark.req("policy:captcha", "reason:needs_user")
-async def test_a_captcha_is_the_users_to_solve(single, agent: Agent, fixture_server: FixtureServer) -> None:
-    await single("/captcha/")
+async def test_a_captcha_is_the_users_to_solve(one_page_desk, agent: Agent, fixture_server: FixtureServer) -> None:
+    await one_page_desk("/captcha/")
     seen = await agent.observe(page="left")
     assert_handed_over(await agent.act(seen, type="click", ref=ref_of(seen, "checkbox")))
     assert_no_writes(fixture_server)
@@ -32,9 +32,9 @@ async def test_a_captcha_is_the_users_to_solve(single, agent: Agent, fixture_ser
 @pytest.mark.parametrize("button", ["Pay now", "Delete account"])
 @pytest.mark.req("policy:sensitive", "reason:needs_user")
 async def test_a_payment_or_deletion_is_the_users_to_confirm(
-    single, agent: Agent, fixture_server: FixtureServer, button: str
+    one_page_desk, agent: Agent, fixture_server: FixtureServer, button: str
 ) -> None:
-    await single("/sensitive/")
+    await one_page_desk("/sensitive/")
     seen = await agent.observe(page="left")
     assert_handed_over(await agent.act(seen, type="click", ref=ref_of(seen, "button", button)))
     assert_no_writes(fixture_server)
@@ -42,15 +42,15 @@ async def test_a_payment_or_deletion_is_the_users_to_confirm(
 
 @pytest.mark.req("policy:dialog", "reason:needs_user")
 async def test_a_dialog_an_action_opens_is_left_to_the_user_and_the_page_is_usable_once_they_answer(
-    single, agent: Agent, fixture_server: FixtureServer, hands: CDPClient
+    one_page_desk, agent: Agent, fixture_server: FixtureServer, lab_cdp: CDPClient
 ) -> None:
-    desk = await single("/sensitive/")
+    desk = await one_page_desk("/sensitive/")
     # The user's own view of the page (the lab's connection, never counted): it sees the dialog and answers it.
-    user = (await hands.send("Target.attachToTarget", {"targetId": desk.labs["A"].target_id, "flatten": True}))[
+    user = (await lab_cdp.send("Target.attachToTarget", {"targetId": desk.labs["A"].target_id, "flatten": True}))[
         "sessionId"
     ]
-    await hands.send("Page.enable", session_id=user)
-    dialog = hands.wait_for_event("Page.javascriptDialogOpening", session_id=user)  # registered before acting
+    await lab_cdp.send("Page.enable", session_id=user)
+    dialog = lab_cdp.wait_for_event("Page.javascriptDialogOpening", session_id=user)  # registered before acting
     seen = await agent.observe(page="left")
 
     acted = await agent.act(seen, type="click", ref=ref_of(seen, "button", "Email me these invoices"))
@@ -67,8 +67,8 @@ async def test_a_dialog_an_action_opens_is_left_to_the_user_and_the_page_is_usab
     assert_no_writes(fixture_server)  # nobody said OK
 
     sent = fixture_server.wait_for_request("/sensitive/invoices")  # registered before the user answers
-    closed = hands.wait_for_event("Page.javascriptDialogClosed", session_id=user)
-    await hands.send("Page.handleJavaScriptDialog", {"accept": True}, session_id=user)
+    closed = lab_cdp.wait_for_event("Page.javascriptDialogClosed", session_id=user)
+    await lab_cdp.send("Page.handleJavaScriptDialog", {"accept": True}, session_id=user)
     await sent
     await closed
     assert len(fixture_server.ledger.writes("/sensitive/invoices")) == 1
@@ -79,7 +79,7 @@ async def test_a_dialog_an_action_opens_is_left_to_the_user_and_the_page_is_usab
         const check = () => document.body.innerText.includes("We emailed 2 invoices") && (clearTimeout(timer), ok(1));
         if (!check()) new MutationObserver(check).observe(document, {subtree: true, childList: true});
     })"""
-    await hands.send("Runtime.evaluate", {"expression": shown, "awaitPromise": True}, session_id=user)
+    await lab_cdp.send("Runtime.evaluate", {"expression": shown, "awaitPromise": True}, session_id=user)
     again = await agent.observe(page="left")
     assert again.status == "ok", again
     assert "We emailed 2 invoices" in (again.observation or "")
@@ -89,9 +89,9 @@ async def test_a_dialog_an_action_opens_is_left_to_the_user_and_the_page_is_usab
 @pytest.mark.sabotage("answer_dialogs")
 @pytest.mark.req("policy:dialog")
 async def test_the_no_write_check_catches_a_runtime_that_answers_the_dialog_itself(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    await single("/sensitive/")
+    await one_page_desk("/sensitive/")
     seen = await agent.observe(page="left")
     sent = fixture_server.wait_for_request("/sensitive/invoices")  # registered before acting
     await agent.act(seen, type="click", ref=ref_of(seen, "button", "Email me these invoices"))
@@ -101,8 +101,8 @@ async def test_the_no_write_check_catches_a_runtime_that_answers_the_dialog_itse
 
 
 @pytest.mark.req("policy:reading-allowed")
-async def test_reading_a_login_page_is_still_allowed(single, agent: Agent) -> None:
-    await single("/login/")
+async def test_reading_a_login_page_is_still_allowed(one_page_desk, agent: Agent) -> None:
+    await one_page_desk("/login/")
     seen = await agent.observe(page="left")
     assert "Sign in" in (seen.observation or "")
 
@@ -111,9 +111,9 @@ async def test_reading_a_login_page_is_still_allowed(single, agent: Agent) -> No
 @pytest.mark.sabotage("no_policy")
 @pytest.mark.req("policy:login")
 async def test_the_no_write_check_catches_a_runtime_without_policy(
-    single, agent: Agent, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    await single("/login/")
+    await one_page_desk("/login/")
     seen = await agent.observe(page="left")
     seen = await agent.act(seen, type="type", ref=ref_of(seen, "textbox"), text="ada@example.com")
     if "assword" in seen.known:  # a password field, if the backend lists it as a textbox

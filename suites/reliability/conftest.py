@@ -276,7 +276,7 @@ class PrivateBrowser:
     """A Chromium of the test's own, with its own tap, runtime, window shell, desk and agent: it may be killed."""
 
     chromium: Chromium
-    hands: CDPClient
+    lab_cdp: CDPClient
     tap: CDPTap
     desk: Desk
     agent: Agent
@@ -291,15 +291,15 @@ async def private_browser(
     stack = contextlib.AsyncExitStack()
     try:
         stack.push_async_callback(chromium.close)
-        hands = await chromium.connect()
-        stack.push_async_callback(hands.close)
+        lab_cdp = await chromium.connect()
+        stack.push_async_callback(lab_cdp.close)
         tap = await CDPTap(chromium.http_endpoint).start()
         stack.push_async_callback(tap.close)
         rt = await build_runtime(await tap.endpoint("runtime"), backend, recorded, runtime_variant)
         stack.push_async_callback(lambda: within(rt.close(), CALL_LIMIT, "closing the runtime"))
-        workspace = Workspace(hands, "private")
+        workspace = Workspace(lab_cdp, "private")
         desk = Desk(workspace, rt, fixture_server)
         client = await stack.enter_async_context(client_in_task(rt.server))
-        yield PrivateBrowser(chromium, hands, tap, desk, Agent(HostedClient(client), desk))
+        yield PrivateBrowser(chromium, lab_cdp, tap, desk, Agent(HostedClient(client), desk))
     finally:
         await stack.aclose()

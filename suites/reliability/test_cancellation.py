@@ -265,9 +265,9 @@ def assert_no_answer_on_the_wire(wire: Wire) -> None:
 
 @pytest.mark.req("honesty:cancel-during-act", "reason:cancelled", "writes:at-most-one")
 async def test_a_client_cancel_during_a_held_act_is_honoured_by_the_server(
-    desk: Desk, connected: Connected, fixture_server: FixtureServer, single: Callable
+    desk: Desk, connected: Connected, fixture_server: FixtureServer, one_page_desk: Callable
 ) -> None:
-    await single("/stall/")
+    await one_page_desk("/stall/")
     act = await cancel_a_held_submit(connected.agent, fixture_server)
     await assert_cancellation_honoured(desk, connected.agent, fixture_server, act)
     if connected.wire is not None:  # checked last: later calls crossed the same pipe, so it has all been written
@@ -286,9 +286,9 @@ class ShieldsItsCalls(ComputerUseService):
 @pytest.mark.parametrize("runtime_variant", [Variant("shields its calls", service=ShieldsItsCalls)], ids=str)
 @pytest.mark.req("honesty:cancel-during-act")
 async def test_the_cancellation_check_catches_a_server_that_does_not_honour_a_cancel(
-    desk: Desk, connected: Connected, fixture_server: FixtureServer, single: Callable
+    desk: Desk, connected: Connected, fixture_server: FixtureServer, one_page_desk: Callable
 ) -> None:
-    await single("/stall/")
+    await one_page_desk("/stall/")
     act = await cancel_a_held_submit(connected.agent, fixture_server)
     with pytest.raises(AssertionError, match="lease was not released"):
         await assert_cancellation_honoured(desk, connected.agent, fixture_server, act)
@@ -301,9 +301,9 @@ async def test_the_cancellation_check_catches_a_server_that_does_not_honour_a_ca
 )
 @pytest.mark.req("honesty:cancel-during-act")
 async def test_the_cancellation_check_catches_a_server_that_reports_a_cancelled_act_as_done(
-    desk: Desk, connected: Connected, fixture_server: FixtureServer, single: Callable
+    desk: Desk, connected: Connected, fixture_server: FixtureServer, one_page_desk: Callable
 ) -> None:
-    await single("/stall/")
+    await one_page_desk("/stall/")
     act = await cancel_a_held_submit(connected.agent, fixture_server)
     with pytest.raises(AssertionError, match="reported success for the cancelled act"):
         await assert_cancellation_honoured(desk, connected.agent, fixture_server, act)

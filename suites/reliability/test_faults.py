@@ -84,16 +84,16 @@ async def submit_and_hold(
     "sessions:resources-end",
 )
 async def test_a_renderer_crash_during_a_held_write_is_target_lost_and_the_server_keeps_serving_others(
-    single, agent: Agent, fixture_server: FixtureServer, hands: CDPClient, recorded: Recorded
+    one_page_desk, agent: Agent, fixture_server: FixtureServer, lab_cdp: CDPClient, recorded: Recorded
 ) -> None:
-    desk: Desk = await single("/stall/")
+    desk: Desk = await one_page_desk("/stall/")
     await desk.open("B", "/dom_form/", desk.workspace.column(2, 3))
     desk.authorize("A", "B")
     seen = await agent.observe(page=desk.handle("A"))
     session = recorded.only()
     act = await submit_and_hold(agent, seen, fixture_server)
 
-    await crash_renderer(hands, desk.target("A"))
+    await crash_renderer(lab_cdp, desk.target("A"))
 
     assert_outcome(await within(act, ACT_LIMIT, "the act on the crashed Page"), "target_lost")
     again = await within(
@@ -122,12 +122,12 @@ class CallsALostPageATimeout(ComputerUseService):
 @pytest.mark.parametrize("runtime_variant", [Variant("lost is timeout", service=CallsALostPageATimeout)], ids=str)
 @pytest.mark.req("honesty:target-lost")
 async def test_the_target_lost_check_catches_a_runtime_that_calls_a_crashed_page_a_timeout(
-    single, agent: Agent, fixture_server: FixtureServer, hands: CDPClient
+    one_page_desk, agent: Agent, fixture_server: FixtureServer, lab_cdp: CDPClient
 ) -> None:
-    desk: Desk = await single("/stall/")
+    desk: Desk = await one_page_desk("/stall/")
     seen = await agent.observe(page="left")
     act = await submit_and_hold(agent, seen, fixture_server)
-    await crash_renderer(hands, desk.target("A"))
+    await crash_renderer(lab_cdp, desk.target("A"))
     result = await within(act, ACT_LIMIT, "the act on the crashed Page")
     with pytest.raises(AssertionError, match="expected target_lost, got timeout"):
         assert_outcome(result, "target_lost")
@@ -183,7 +183,7 @@ async def test_a_browser_killed_during_a_held_write_is_target_lost_for_that_call
 
 @pytest.mark.req("honesty:target-lost", "lifecycle:target-closed", "reason:target_lost", "sessions:resources-end")
 async def test_a_click_that_closes_its_own_window_is_target_lost_never_a_hang(
-    desk: Desk, agent: Agent, fixture_server: FixtureServer, hands: CDPClient, recorded: Recorded
+    desk: Desk, agent: Agent, fixture_server: FixtureServer, lab_cdp: CDPClient, recorded: Recorded
 ) -> None:
     page = await open_first_entry(desk, "A", "/faults/", desk.workspace.column(0, 3))
     try:
@@ -191,8 +191,10 @@ async def test_a_click_that_closes_its_own_window_is_target_lost_never_a_hang(
         desk.authorize("A")
         seen = await agent.observe(page="left")
         session = recorded.only()
-        await hands.send("Target.setDiscoverTargets", {"discover": True})
-        closed = hands.wait_for_event("Target.targetDestroyed", predicate=lambda p: p["targetId"] == page.cdp_target_id)
+        await lab_cdp.send("Target.setDiscoverTargets", {"discover": True})
+        closed = lab_cdp.wait_for_event(
+            "Target.targetDestroyed", predicate=lambda p: p["targetId"] == page.cdp_target_id
+        )
         click = agent.act(seen, type="click", ref=ref_of(seen, '"Finish and close window"'))
 
         result = await within(click, ACT_LIMIT, "the click that closed the window")
@@ -203,7 +205,7 @@ async def test_a_click_that_closes_its_own_window_is_target_lost_never_a_hang(
         assert_no_writes(fixture_server)
         await assert_released(desk.runtime, session)
     finally:
-        await close_if_open(hands, page.cdp_target_id)
+        await close_if_open(lab_cdp, page.cdp_target_id)
 
 
 # -- an endless loop after a click -----------------------------------------------------------------------------------
@@ -231,11 +233,11 @@ async def click_into_an_endless_loop(agent: Agent) -> tuple[ComputerUseResult, C
 
 @pytest.mark.req("honesty:timeout", "reason:timeout")
 async def test_an_endless_loop_after_a_click_is_timeout_and_every_later_call_is_bounded_too(
-    single, agent: Agent, fixture_server: FixtureServer, hands: CDPClient
+    one_page_desk, agent: Agent, fixture_server: FixtureServer, lab_cdp: CDPClient
 ) -> None:
-    desk: Desk = await single("/faults/")
+    desk: Desk = await one_page_desk("/faults/")
     settings = desk.runtime.service.settings
-    lab_session = await attach(hands, desk.target("A"))
+    lab_session = await attach(lab_cdp, desk.target("A"))
     try:
         seen, result = await click_into_an_endless_loop(agent)
         assert_outcome(result, "timeout")
@@ -247,7 +249,7 @@ async def test_an_endless_loop_after_a_click_is_timeout_and_every_later_call_is_
         checked = await within(agent.verify(seen, type="text_present", text="Forecast updated"), ACT_TIMEOUT + SLACK)
         assert_outcome(checked, "timeout")
     finally:
-        await end_the_loop(hands, lab_session)
+        await end_the_loop(lab_cdp, lab_session)
     settings.observe_timeout = OBSERVE_TIMEOUT
     # Nothing in the runtime or the backend stayed wedged behind the hung calls: the session works again.
     after = await within(agent.observe(computer_session_id=session_id), CALL_LIMIT, "observing once the loop ended")
@@ -273,15 +275,15 @@ class WaitsForThePage(ComputerUseService):
 @pytest.mark.parametrize("runtime_variant", [Variant("waits for the page", service=WaitsForThePage)], ids=str)
 @pytest.mark.req("honesty:timeout")
 async def test_the_bound_check_catches_a_runtime_that_waits_on_a_hung_page_without_bound(
-    single, agent: Agent, hands: CDPClient
+    one_page_desk, agent: Agent, lab_cdp: CDPClient
 ) -> None:
-    desk: Desk = await single("/faults/")
-    lab_session = await attach(hands, desk.target("A"))
+    desk: Desk = await one_page_desk("/faults/")
+    lab_session = await attach(lab_cdp, desk.target("A"))
     try:
         with pytest.raises(AssertionError, match="hung"):
             await click_into_an_endless_loop(agent)
     finally:
-        await end_the_loop(hands, lab_session)
+        await end_the_loop(lab_cdp, lab_session)
 
 
 # -- a dialog opened while the page loads ----------------------------------------------------------------------------
@@ -329,11 +331,11 @@ async def navigate_into_a_dialog(
 @pytest.mark.parametrize("kind", ["alert", "confirm"])
 @pytest.mark.req("policy:dialog", "reason:needs_user")
 async def test_a_dialog_opened_while_the_page_loads_is_needs_user_and_stays_for_the_user_to_answer(
-    single, agent: Agent, fixture_server: FixtureServer, hands: CDPClient, tap: CDPTap, kind: str
+    one_page_desk, agent: Agent, fixture_server: FixtureServer, lab_cdp: CDPClient, tap: CDPTap, kind: str
 ) -> None:
-    desk: Desk = await single("/faults/")
+    desk: Desk = await one_page_desk("/faults/")
     seen = await agent.observe(page="left")
-    lab_session, opened = await watch_dialogs(hands, desk.target("A"))
+    lab_session, opened = await watch_dialogs(lab_cdp, desk.target("A"))
 
     url = fixture_server.url(f"/faults/dialog-on-load?kind={kind}")
     result = await navigate_into_a_dialog(agent, seen, url, opened)
@@ -341,7 +343,7 @@ async def test_a_dialog_opened_while_the_page_loads_is_needs_user_and_stays_for_
 
     assert_left_to_the_user(result, tap, fixture_server)
     assert_left_to_the_user(looked, tap, fixture_server)
-    await the_user_answers(hands, lab_session, fixture_server)
+    await the_user_answers(lab_cdp, lab_session, fixture_server)
     after = await within(agent.observe(computer_session_id=seen.computer_session_id), CALL_LIMIT)
     assert f"The {kind} was answered" in (after.observation or ""), after.observation
     assert writes_of(fixture_server) == ["/faults/dialog-answered"]  # the user's answer, and only that
@@ -349,14 +351,14 @@ async def test_a_dialog_opened_while_the_page_loads_is_needs_user_and_stays_for_
 
 @pytest.mark.req("policy:dialog", "reason:timeout")
 async def test_a_dialog_already_open_when_the_page_is_first_observed_is_a_bounded_timeout_never_answered(
-    single, agent: Agent, fixture_server: FixtureServer, hands: CDPClient, tap: CDPTap
+    one_page_desk, agent: Agent, fixture_server: FixtureServer, lab_cdp: CDPClient, tap: CDPTap
 ) -> None:
     """Chromium tells only the CDP sessions that were listening when a dialog opened, and a renderer showing one
     answers nothing else, exactly like a renderer stuck in a loop: a session started afterwards cannot tell the
     two apart, so its first observe is a bounded `timeout` — and still nothing answers the dialog."""
-    desk: Desk = await single("/faults/")
-    lab_session, opened = await watch_dialogs(hands, desk.target("A"))
-    await hands.send(
+    desk: Desk = await one_page_desk("/faults/")
+    lab_session, opened = await watch_dialogs(lab_cdp, desk.target("A"))
+    await lab_cdp.send(
         "Page.navigate", {"url": fixture_server.url("/faults/dialog-on-load?kind=confirm")}, session_id=lab_session
     )
     await opened
@@ -369,7 +371,7 @@ async def test_a_dialog_already_open_when_the_page_is_first_observed_is_a_bounde
     assert_outcome(result, "timeout")
     assert tap.count(label="runtime", method="Page.handleJavaScriptDialog") == 0
     assert_no_writes(fixture_server)
-    await the_user_answers(hands, lab_session, fixture_server)
+    await the_user_answers(lab_cdp, lab_session, fixture_server)
     after = await within(agent.observe(page="left"), CALL_LIMIT, "observing after the user answered")
     assert "The confirm was answered: true" in (after.observation or ""), after.observation
 
@@ -378,14 +380,14 @@ async def test_a_dialog_already_open_when_the_page_is_first_observed_is_a_bounde
 @pytest.mark.parametrize("runtime_variant", [Variant("service answers dialogs", service=AnswerDialogs)], ids=str)
 @pytest.mark.req("policy:dialog")
 async def test_the_dialog_check_catches_a_runtime_that_answers_a_dialog_opened_on_load(
-    single, agent: Agent, fixture_server: FixtureServer, hands: CDPClient, tap: CDPTap
+    one_page_desk, agent: Agent, fixture_server: FixtureServer, lab_cdp: CDPClient, tap: CDPTap
 ) -> None:
-    desk: Desk = await single("/faults/")
+    desk: Desk = await one_page_desk("/faults/")
     seen = await agent.observe(page="left")
-    lab_session, opened = await watch_dialogs(hands, desk.target("A"))
+    lab_session, opened = await watch_dialogs(lab_cdp, desk.target("A"))
     url = fixture_server.url("/faults/dialog-on-load?kind=confirm")
     result = await navigate_into_a_dialog(agent, seen, url, opened)
     with pytest.raises(AssertionError, match="the runtime answered the dialog"):
         assert_left_to_the_user(result, tap, fixture_server)
     with pytest.raises(AssertionError, match="no longer open"):
-        await the_user_answers(hands, lab_session, fixture_server)
+        await the_user_answers(lab_cdp, lab_session, fixture_server)

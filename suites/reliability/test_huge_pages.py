@@ -58,9 +58,9 @@ def assert_observed_deep(seen: ComputerUseResult) -> None:
 )
 @pytest.mark.req("bounds:deep-page")
 async def test_a_page_nested_1500_levels_deep_is_observed_with_its_top_and_bottom_buttons(
-    single, agent: Agent, backend: str
+    one_page_desk, agent: Agent, backend: str
 ) -> None:
-    await single(DEEP)
+    await one_page_desk(DEEP)
     seen = await within(agent.call(command="observe", page="left"), CALL_LIMIT)
     print(f"{backend} {DEEP}: {seen.status} {seen.reason_code} {seen.message}")
     assert_observed_deep(seen)
@@ -68,9 +68,9 @@ async def test_a_page_nested_1500_levels_deep_is_observed_with_its_top_and_botto
 
 @pytest.mark.req("bounds:deep-page")
 async def test_a_page_nested_1500_levels_deep_is_never_reported_as_a_lost_page(
-    single, agent: Agent, backend: str
+    one_page_desk, agent: Agent, backend: str
 ) -> None:
-    await single(DEEP)
+    await one_page_desk(DEEP)
     seen = await within(agent.call(command="observe", page="left"), CALL_LIMIT)
     assert seen.reason_code != "target_lost", seen
     listed = await within(agent.call(command="list_pages"), CALL_LIMIT)
@@ -94,12 +94,12 @@ def recursive_text_lines(original: Callable[..., list[str]]) -> Callable[..., li
 @pytest.mark.negative_control
 @pytest.mark.req("bounds:deep-page")
 async def test_the_deep_page_check_catches_a_text_walk_that_recurses(
-    single, agent: Agent, backend: str, monkeypatch: pytest.MonkeyPatch
+    one_page_desk, agent: Agent, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if backend != "open_claude_chrome":
         pytest.skip("only open_claude_chrome's own tree is as deep as the page (the upstreams' trees are flatter)")
     monkeypatch.setattr(accessibility, "text_lines", recursive_text_lines(accessibility.text_lines))
-    await single(DEEP)
+    await one_page_desk(DEEP)
     seen = await within(agent.call(command="observe", page="left"), CALL_LIMIT)
     with pytest.raises(AssertionError, match="a deep page was reported lost"):
         assert_observed_deep(seen)
@@ -128,9 +128,9 @@ def watch_snapshots(monkeypatch: pytest.MonkeyPatch, started: asyncio.Event, fig
 
 @pytest.mark.req("bounds:huge-page")
 async def test_a_page_of_200000_buttons_gives_a_bounded_observation_or_timeout_and_other_connections_are_served(
-    single, agent: Agent, backend: str, monkeypatch: pytest.MonkeyPatch
+    one_page_desk, agent: Agent, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    desk = await single(WIDE)
+    desk = await one_page_desk(WIDE)
     # What is proved is the bound, whatever it is; every upstream needs more than 30 s for this page (see the
     # ledger's note), so a short bound proves the same in a third of the time.
     desk.runtime.service.settings.observe_timeout = 10.0

@@ -128,17 +128,17 @@ def lift_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server_module, "Assertion", UnboundedAssertion)
 
 
-async def observed_dom_form(single: Callable[..., Any], agent: Agent) -> tuple[ComputerUseResult, str]:
-    await single("/dom_form/")
+async def observed_dom_form(one_page_desk: Callable[..., Any], agent: Agent) -> tuple[ComputerUseResult, str]:
+    await one_page_desk("/dom_form/")
     seen = await agent.observe(page="left")
     return seen, ref_of(seen, '"Full name"')
 
 
 @pytest.mark.req("bounds:every-input", "bounds:before-backend", "reason:invalid_arguments")
 async def test_every_over_limit_argument_is_invalid_arguments_with_a_hint_before_any_backend_call(
-    single, agent: Agent, tap: CDPTap, fixture_server: FixtureServer, backend: str
+    one_page_desk, agent: Agent, tap: CDPTap, fixture_server: FixtureServer, backend: str
 ) -> None:
-    seen, name = await observed_dom_form(single, agent)
+    seen, name = await observed_dom_form(one_page_desk, agent)
     request = await agent.desk.request()  # the host reads the Pages for a model request: before the count starts
     tap.clear()
     calls = over_limit_calls(seen.computer_session_id or "", seen.frame_id or "", name)
@@ -158,9 +158,9 @@ async def test_every_over_limit_argument_is_invalid_arguments_with_a_hint_before
 @pytest.mark.negative_control
 @pytest.mark.req("bounds:before-backend")
 async def test_the_before_backend_check_catches_a_server_whose_pattern_is_unbounded(
-    single, agent: Agent, tap: CDPTap, monkeypatch: pytest.MonkeyPatch, backend: str
+    one_page_desk, agent: Agent, tap: CDPTap, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
-    seen, _ = await observed_dom_form(single, agent)
+    seen, _ = await observed_dom_form(one_page_desk, agent)
     lift_limits(monkeypatch)
     async with client_in_task(build_server(agent.desk.runtime.service)) as client:
         unbounded = HostedClient(client)
@@ -209,9 +209,9 @@ async def raw_stdio_call(desk: Desk, lines: list[str]) -> list[dict[str, Any]]:
 
 @pytest.mark.req("bounds:finite-coordinates", "bounds:before-backend", "reason:invalid_arguments")
 async def test_nan_and_infinity_coordinates_on_the_stdio_wire_are_invalid_arguments_before_any_backend_call(
-    single, agent: Agent, tap: CDPTap, backend: str
+    one_page_desk, agent: Agent, tap: CDPTap, backend: str
 ) -> None:
-    seen, _ = await observed_dom_form(single, agent)
+    seen, _ = await observed_dom_form(one_page_desk, agent)
     request = await agent.desk.request()
     calls = []
     for number, (x, y) in enumerate([(float("nan"), 10.0), (10.0, float("inf")), (float("-inf"), float("nan"))]):
@@ -345,18 +345,18 @@ def assert_served_meanwhile(
 
 @pytest.mark.req("bounds:linear-patterns")
 async def test_a_catastrophic_pattern_against_a_long_title_fails_verification_and_other_connections_are_served(
-    single, agent: Agent, monkeypatch: pytest.MonkeyPatch, backend: str
+    one_page_desk, agent: Agent, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
-    desk = await single("/dom_form/")
+    desk = await one_page_desk("/dom_form/")
     assert_served_meanwhile(*await catastrophic_verify(desk, agent, monkeypatch, verification.matches))
 
 
 @pytest.mark.negative_control
 @pytest.mark.req("bounds:linear-patterns")
 async def test_the_served_meanwhile_check_catches_python_re_on_the_event_loop(
-    single, agent: Agent, monkeypatch: pytest.MonkeyPatch, backend: str
+    one_page_desk, agent: Agent, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
-    desk = await single("/dom_form/")
+    desk = await one_page_desk("/dom_form/")
 
     def backtracking(pattern: str, text: str) -> bool:
         return re.search(pattern, text) is not None

@@ -71,8 +71,8 @@ def startup_only(tap: CDPTap, gateways: int) -> None:
     assert tap.by_target(label="gateway") == {BROWSER: calls}
 
 
-async def page_targets(hands: CDPClient) -> set[str]:
-    infos = (await hands.send("Target.getTargets"))["targetInfos"]
+async def page_targets(lab_cdp: CDPClient) -> set[str]:
+    infos = (await lab_cdp.send("Target.getTargets"))["targetInfos"]
     return {info["targetId"] for info in infos if info["type"] == "page"}
 
 
@@ -209,7 +209,7 @@ class Attack:
 
 
 async def scan_from_page_script(
-    desk: Desk, agent: Agent, gateways: GatewayWatch, chromium: Chromium, hands: CDPClient, tap: CDPTap
+    desk: Desk, agent: Agent, gateways: GatewayWatch, chromium: Chromium, lab_cdp: CDPClient, tap: CDPTap
 ) -> Attack:
     """Open sessions on A (the hostile page) and B, point A at every port, let its script scan, collect the record."""
     await desk.open("A", "/port_scan/", desk.workspace.column(0, 3))
@@ -233,7 +233,7 @@ async def scan_from_page_script(
 
     refused_before = {name: len(g.refusals) for name, g in named.items()}
     seen_before = len(tap.records)
-    pages_before = await page_targets(hands)
+    pages_before = await page_targets(lab_cdp)
     report = desk.server.wait_for_request("/port_scan/report", timeout=SCAN_TIMEOUT)
     # The lab starts the scan (as a timer on a real site would) once the baseline is taken.
     assert await desk.workspace.evaluate(desk.labs["A"], "scan()") == "started"
@@ -246,7 +246,7 @@ async def scan_from_page_script(
         refusals={name: g.refusals[refused_before[name] :] for name, g in named.items()},
         commands=[r for r in tap.records[seen_before:] if r.kind == "command" and r.label == "runtime"],
         pages_before=pages_before,
-        pages_after=await page_targets(hands),
+        pages_after=await page_targets(lab_cdp),
     )
     attack.outcomes = {name: Counter(a["outcome"] for a in attack.tried(name)) for name in ports}
     figures = {name: dict(counts) for name, counts in attack.outcomes.items()}
@@ -272,9 +272,9 @@ def assert_the_attack_failed(attack: Attack) -> None:
 
 @pytest.mark.req("gateway:page-script-refused", "isolation:b-untouched")
 async def test_a_page_script_knowing_every_port_and_id_reaches_no_gateway_and_not_chromium_while_sessions_are_open(
-    desk: Desk, agent: Agent, gateways: GatewayWatch, chromium: Chromium, hands: CDPClient, tap: CDPTap
+    desk: Desk, agent: Agent, gateways: GatewayWatch, chromium: Chromium, lab_cdp: CDPClient, tap: CDPTap
 ) -> None:
-    attack = await scan_from_page_script(desk, agent, gateways, chromium, hands, tap)
+    attack = await scan_from_page_script(desk, agent, gateways, chromium, lab_cdp, tap)
     assert_the_attack_failed(attack)
     assert set(attack.outcomes["Chromium"]) <= {"refused", "unreadable"}
 
@@ -282,10 +282,10 @@ async def test_a_page_script_knowing_every_port_and_id_reaches_no_gateway_and_no
 @pytest.mark.negative_control
 @pytest.mark.req("gateway:page-script-refused")
 async def test_the_attack_check_catches_gateways_that_skip_their_secret_and_origin_checks(
-    desk: Desk, agent: Agent, gateways: GatewayWatch, chromium: Chromium, hands: CDPClient, tap: CDPTap
+    desk: Desk, agent: Agent, gateways: GatewayWatch, chromium: Chromium, lab_cdp: CDPClient, tap: CDPTap
 ) -> None:
     gateways.variant = OpenGateway
-    attack = await scan_from_page_script(desk, agent, gateways, chromium, hands, tap)
+    attack = await scan_from_page_script(desk, agent, gateways, chromium, lab_cdp, tap)
     with pytest.raises(AssertionError, match="page script reached a CDP endpoint"):
         assert_the_attack_failed(attack)
     accepted = [a for a in attack.attempts if a["outcome"] == "accepted"]

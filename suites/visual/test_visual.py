@@ -79,9 +79,9 @@ async def dom_flow(agent: Agent) -> ComputerUseResult:
     "verify:element-state",
 )
 async def test_a_dom_form_flow_takes_no_screenshot_and_the_runtime_reports_none(
-    single, agent: Agent, tap: CDPTap
+    one_page_desk, agent: Agent, tap: CDPTap
 ) -> None:
-    desk: Desk = await single("/dom_form/")
+    desk: Desk = await one_page_desk("/dom_form/")
     last = await dom_flow(agent)
     assert_no_screenshots(tap)
     assert last.screenshots == 0, last
@@ -92,9 +92,9 @@ async def test_a_dom_form_flow_takes_no_screenshot_and_the_runtime_reports_none(
     "visual:canvas-one-screenshot", "visual:runtime-screenshot-count", "action:point-click", "writes:at-most-one"
 )
 async def test_a_canvas_observation_takes_one_screenshot_the_runtime_counts_and_its_point_lands(
-    single, agent: Agent, tap: CDPTap, fixture_server: FixtureServer
+    one_page_desk, agent: Agent, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
-    desk: Desk = await single("/canvas/?seat=17")
+    desk: Desk = await one_page_desk("/canvas/?seat=17")
     seen = await agent.observe(page="left", detail="visual")
     assert seen.image
     assert screenshots(tap) == 1
@@ -116,8 +116,8 @@ async def test_a_canvas_observation_takes_one_screenshot_the_runtime_counts_and_
 
 
 @pytest.mark.req("visual:point-next-request-only", "reason:stale_observation")
-async def test_a_point_is_refused_after_the_request_that_followed_the_screenshot(single, agent: Agent) -> None:
-    await single("/canvas/")
+async def test_a_point_is_refused_after_the_request_that_followed_the_screenshot(one_page_desk, agent: Agent) -> None:
+    await one_page_desk("/canvas/")
     seen = await agent.observe(page="left", detail="visual")
     assert (await agent.verify(seen, type="title_matches", pattern=".")).verified
     late = await agent.act(seen, type="click", x=10, y=10)
@@ -128,9 +128,9 @@ async def test_a_point_is_refused_after_the_request_that_followed_the_screenshot
 @pytest.mark.sabotage("screenshot_always")
 @pytest.mark.req("visual:dom-zero-screenshots")
 async def test_the_zero_screenshot_check_catches_a_runtime_that_screenshots_every_observation(
-    single, agent: Agent, tap: CDPTap
+    one_page_desk, agent: Agent, tap: CDPTap
 ) -> None:
-    await single("/dom_form/")
+    await one_page_desk("/dom_form/")
     await dom_flow(agent)
     with pytest.raises(AssertionError, match="screenshots in a DOM flow"):
         assert_no_screenshots(tap)
@@ -139,9 +139,9 @@ async def test_the_zero_screenshot_check_catches_a_runtime_that_screenshots_ever
 @pytest.mark.negative_control
 @pytest.mark.req("visual:runtime-screenshot-count")
 async def test_the_screenshot_count_check_catches_a_screenshot_the_runtime_did_not_count(
-    single, agent: Agent, tap: CDPTap, backend: str
+    one_page_desk, agent: Agent, tap: CDPTap, backend: str
 ) -> None:
-    desk: Desk = await single("/dom_form/")
+    desk: Desk = await one_page_desk("/dom_form/")
     backends = desk.runtime.service.sessions.backends
     backends[backend] = screenshot_on_every_snapshot(backends[backend])
     seen = await agent.observe(page="left")
@@ -153,13 +153,13 @@ async def test_the_screenshot_count_check_catches_a_screenshot_the_runtime_did_n
 @pytest.mark.negative_control
 @pytest.mark.req("visual:runtime-screenshot-count")
 async def test_the_screenshot_count_check_catches_a_runtime_that_forgets_to_count_a_visual_observation(
-    single, agent: Agent, tap: CDPTap, monkeypatch: pytest.MonkeyPatch
+    one_page_desk, agent: Agent, tap: CDPTap, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def screenshot_uncounted(session: ComputerSession) -> bytes:
         return await session.backend.screenshot()
 
     monkeypatch.setattr(ComputerSession, "screenshot", screenshot_uncounted)
-    desk: Desk = await single("/canvas/")
+    desk: Desk = await one_page_desk("/canvas/")
     seen = await agent.observe(page="left", detail="visual")
     assert seen.image, seen
     with pytest.raises(AssertionError, match="the runtime reports 0 screenshots; its Page received 1 "):
