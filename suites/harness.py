@@ -23,6 +23,7 @@ from lab.workspace import Bounds, LabPage, Workspace
 from runtime.app import Runtime
 from runtime.capability.host import ProviderRequest, Turn
 from runtime.client import HostedClient
+from runtime.mcp.server import ComputerUseServer, build_server
 from runtime.models import ComputerUseResult, Page
 
 BACKENDS = ("playwright_mcp", "chrome_devtools_mcp", "open_claude_chrome")
@@ -178,3 +179,12 @@ async def client_in_task(
     finally:
         stop.set()
         await asyncio.wait_for(task, timeout)
+
+
+class _NoService:
+    """Stands where the service would: `tools/list` never reaches it, and any call that did would fail loudly."""
+
+
+def tools_only_server() -> ComputerUseServer:
+    """The runtime's MCP server with no service behind it: for what `tools/list` shows, nothing else."""
+    return build_server(_NoService())  # type: ignore[arg-type]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from backends.open_claude_chrome.contract import ToolContract
@@ -145,7 +145,7 @@ class Sabotage:
 
     service_type: type[ComputerUseService] = ComputerUseService
     gateway_factory: type[ScopedGateway] = ScopedGateway
-    server_change: Any = field(default=None)
+    server_change: Callable[[ComputerUseServer], None] | None = None
 
 
 SABOTAGE: dict[str, Sabotage] = {

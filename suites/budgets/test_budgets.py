@@ -15,17 +15,12 @@ from mcp import Client
 from mcp.server import MCPServer
 
 from lab.tokens import count_text
-from runtime.mcp.server import build_server
-from suites.harness import ELEMENTS_HEADER, Agent
+from suites.harness import ELEMENTS_HEADER, Agent, tools_only_server
 from suites.proofs import record_cost
 
 TOOLS_LIST_BUDGET = 1100
 PER_ELEMENT_BUDGET = 15.0
 ELEMENT_LINE = re.compile(r"^\[([^\]]+)\] ")
-
-
-class _NoService:
-    """tools/list never touches the service."""
 
 
 def tools_list_tokens(tools: list) -> int:
@@ -39,7 +34,7 @@ def assert_tools_list_within_budget(tokens: int) -> None:
 
 @pytest.mark.req("budget:tools-list")
 async def test_tools_list_costs_at_most_1100_tokens() -> None:
-    async with Client(build_server(_NoService())) as client:  # type: ignore[arg-type]
+    async with Client(tools_only_server()) as client:
         tokens = tools_list_tokens((await client.list_tools()).tools)
     record_cost("tools-list", {"tokens": tokens, "budget": TOOLS_LIST_BUDGET})
     assert_tools_list_within_budget(tokens)
@@ -48,7 +43,7 @@ async def test_tools_list_costs_at_most_1100_tokens() -> None:
 @pytest.mark.negative_control
 @pytest.mark.req("budget:tools-list")
 async def test_the_budget_check_catches_the_uncompacted_schema() -> None:
-    server = build_server(_NoService())  # type: ignore[arg-type]
+    server = tools_only_server()
     raw = await MCPServer.list_tools(server)  # what the SDK would publish without the runtime's compaction
     with pytest.raises(AssertionError, match="tools/list costs"):
         assert_tools_list_within_budget(tools_list_tokens(raw))

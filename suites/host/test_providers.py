@@ -39,8 +39,8 @@ from host.providers.base import (
 from host.providers.openai import OpenAIProvider
 from runtime.capability.token import Claims, new_secret, sign
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
-from runtime.mcp.server import build_server
 from runtime.models import ComputerUseResult, PageInfo
+from suites.harness import tools_only_server
 from suites.host.wire import (
     API_KEY,
     Call,
@@ -66,13 +66,9 @@ PNG_1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQG
 PNG_2 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
 
-class _NoService:
-    """tools/list never touches the service (as in suites/protocol/test_tool_table.py)."""
-
-
 async def live_tools() -> list[ToolSpec]:
     """The runtime's `tools/list`, over a real MCP client, as the host hands it to a provider."""
-    async with Client(build_server(_NoService())) as client:  # type: ignore[arg-type]
+    async with Client(tools_only_server()) as client:
         tools = (await client.list_tools()).tools
     return [ToolSpec(tool.name, tool.description or "", tool.input_schema) for tool in tools]
 

@@ -18,8 +18,9 @@ import pytest
 from mcp import Client
 from mcp.types import Tool
 
-from runtime.mcp.server import TOOL, build_server
+from runtime.mcp.server import TOOL
 from runtime.reasons import ReasonCode
+from suites.harness import tools_only_server
 from suites.sabotage import expose_upstream_tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,12 +34,8 @@ TICKED = re.compile(r"`([^`]+)`")
 Rows = dict[str, dict[str, str]]
 
 
-class _NoService:
-    """tools/list never touches the service; anything else would be a bug this makes loud."""
-
-
 async def _live_tools() -> list[Tool]:
-    async with Client(build_server(_NoService())) as client:  # type: ignore[arg-type]
+    async with Client(tools_only_server()) as client:
         return (await client.list_tools()).tools
 
 
@@ -219,7 +216,7 @@ def test_the_reason_codes_in_docs_are_exactly_the_runtimes_and_each_is_emitted_o
 
 
 async def _tools_with_an_extra_tool() -> list[Tool]:
-    server = build_server(_NoService())  # type: ignore[arg-type]
+    server = tools_only_server()
     expose_upstream_tool(server)
     async with Client(server) as client:
         return (await client.list_tools()).tools

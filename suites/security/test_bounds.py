@@ -46,7 +46,7 @@ from runtime.mcp.server import build_server
 from runtime.models import Assertion, ComputerUseResult
 from runtime.models.action import MAX_SHORT, MAX_TEXT, MAX_URL, MAX_VALUE, MAX_VALUES
 from runtime.models.assertion import MAX_ASSERTED_TEXT, MAX_DEPTH, MAX_NAME, MAX_OF, MAX_PARTS, MAX_PATTERN
-from suites.harness import Agent, Desk, client_in_task, ref_of
+from suites.harness import Agent, Desk, client_in_task, ref_of, tools_only_server
 from suites.proofs import assert_no_runtime_calls, assert_no_writes
 from suites.reliability.conftest import CALL_LIMIT, within
 from suites.reliability.test_cancellation import pipe
@@ -369,10 +369,6 @@ async def test_the_served_meanwhile_check_catches_python_re_on_the_event_loop(
 # -- what the schema publishes ------------------------------------------------------------------------------------
 
 
-class _NoService:
-    sabotage = frozenset()
-
-
 PUBLISHED = {
     ("action", "text", "maxLength"): MAX_TEXT,
     ("action", "url", "maxLength"): MAX_URL,
@@ -383,7 +379,7 @@ PUBLISHED = {
 
 
 async def published_limits() -> dict[tuple[str, str, str], object]:
-    async with client_in_task(build_server(_NoService())) as client:  # type: ignore[arg-type]
+    async with client_in_task(tools_only_server()) as client:
         (tool,) = (await client.list_tools()).tools
     schema = tool.input_schema
 
