@@ -1,10 +1,10 @@
 """The Page Registry: windows, panes, the chat Page, tabs, access and revisions, with real geometry.
 
-Identity and lifecycle (DESIGN §3.1): a Page's `revision` bumps whenever something an authorization depends on
-changes: its target is replaced, it is hidden or moved to another workspace group, its access is toggled.
-Focus changes and pane moves inside the workspace do not bump it (they do change the computed relation). A
-closed or crashed target is marked lost; sessions bound to it fail with `target_lost` before the next side
-effect.
+Identity and lifecycle (docs/requirements.md, "Page identity and lifecycle"): a Page's `revision` bumps whenever
+something an authorization depends on changes: its target is replaced, it is hidden or moved to another workspace
+group, its access is toggled. Focus changes and pane moves inside the workspace do not bump it (they do change the
+computed relation). A closed or crashed target is marked lost; sessions bound to it fail with `target_lost`
+before the next side effect.
 
 The registry reads only browser-level CDP (`Target.getTargets`, `Browser.getWindowBounds` by window id), so
 keeping it current never touches an unauthorized Page.

@@ -14,6 +14,7 @@ exercised, and each is either covered by a test or declared here as a divergence
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,19 +24,9 @@ from runtime.reasons import ReasonCode
 from suites.harness import BACKENDS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "parity.md"
+SOURCES = DOC.with_name("requirements.md")
+"""Where the requirements come from: each requirement's `source` is the anchor of one `###` section there."""
 
-PROOFS = "spec 发布前必须证明"
-FAILURES = "spec 统一失败语义"
-COMMANDS = "spec Agent 只需要四个 command"
-COSTS = "spec 成本与功能边界"
-LIFECYCLE = "spec Page identity 与生命周期"
-POPUPS = "spec Popup 与并发"
-BACKENDS_SPEC = "spec 三个执行 backend"
-HOST = "issue 10: the host app"
-BOUNDS = "issue 11: every input bounded"
-UNTRUSTED = "issue 11: needs_user follows the write"
-FUZZ = "issue 11: fuzzing"
-SURE = "issue 12: proofs that cannot pass by accident"
 
 PW = "playwright_mcp"
 CDM = "chrome_devtools_mcp"
@@ -46,6 +37,7 @@ OCC = "open_claude_chrome"
 class Requirement:
     id: str
     source: str
+    """The anchor of the section of docs/requirements.md that asks for it (the originals are outside the repo)."""
     text: str
     divergences: dict[str, str] = field(default_factory=dict)
     """backend → why this backend does not meet the requirement (the outcome the agent gets instead)."""
@@ -70,7 +62,7 @@ def _reasons() -> Iterable[Requirement]:
         ReasonCode.verification_failed: "an assertion that does not hold on the live Page",
     }
     for code in ReasonCode:
-        yield Requirement(f"reason:{code.value}", FAILURES, texts[code])
+        yield Requirement(f"reason:{code.value}", "unified-failure-semantics", texts[code])
 
 
 _req = Requirement
@@ -78,56 +70,64 @@ _req = Requirement
 
 REQUIREMENTS: tuple[Requirement, ...] = (
     # -- release proofs ------------------------------------------------------------------------------------------
-    _req("protocol:one-tool", f"{PROOFS}: 工具面", "tools/list shows one tool, computer_use; no upstream tool"),
-    _req("isolation:b-untouched", f"{PROOFS}: Page 隔离", "with A authorized, 0 CDP calls reach Page B"),
-    _req("isolation:chat-untouched", f"{PROOFS}: Page 隔离", "with A authorized, 0 CDP calls reach the chat Page"),
+    _req(
+        "protocol:one-tool", "release-proof-tool-surface", "tools/list shows one tool, computer_use; no upstream tool"
+    ),
+    _req("isolation:b-untouched", "release-proof-page-isolation", "with A authorized, 0 CDP calls reach Page B"),
+    _req(
+        "isolation:chat-untouched", "release-proof-page-isolation", "with A authorized, 0 CDP calls reach the chat Page"
+    ),
     _req(
         "isolation:other-window-untouched",
-        f"{PROOFS}: Page 隔离",
+        "release-proof-page-isolation",
         "with A authorized, 0 CDP calls reach a Page in another window",
     ),
     _req(
         "isolation:every-scenario",
-        f"{PROOFS}: Page 隔离",
+        "release-proof-page-isolation",
         "observing and verifying A on every scenario reads nothing else",
     ),
     _req(
         "isolation:unauthorized-page",
-        f"{PROOFS}: Page 隔离",
+        "release-proof-page-isolation",
         "naming an unauthorized Page is refused without touching it",
     ),
     _req(
         "freeze:running-session-keeps-backend",
-        f"{PROOFS}: backend 冻结",
+        "release-proof-backend-frozen-per-session",
         "changing the backend setting leaves a running ComputerSession on its backend and its CDP connections",
     ),
     _req(
         "freeze:next-session-uses-new-backend",
-        f"{PROOFS}: backend 冻结",
+        "release-proof-backend-frozen-per-session",
         "the next ComputerSession uses the backend the setting names now, on new connections",
     ),
     _req(
         "freeze:failure-never-switches",
-        f"{PROOFS}: 副作用唯一",
+        "release-proof-one-write-per-action",
         "a failed or timed-out act never starts another backend (no new connection, no child of another kind)",
     ),
-    _req("writes:at-most-one", f"{PROOFS}: 副作用唯一", "one Action makes at most one real write (fixture ledger)"),
+    _req(
+        "writes:at-most-one",
+        "release-proof-one-write-per-action",
+        "one Action makes at most one real write (fixture ledger)",
+    ),
     _req(
         "awareness:swap-left-right",
-        f"{PROOFS}: Page Awareness",
+        "release-proof-page-awareness",
         "swapping panes updates relation and preview in the next request",
     ),
-    _req("awareness:split-top-bottom", "DESIGN §3.1", "a split puts one Page above the chat and one below"),
-    _req("awareness:other-window", "DESIGN §3.1", "a Page in another workspace window is other_window"),
-    _req("awareness:ambiguous", "DESIGN §3.1", "a relation word naming two Pages is ambiguous_page"),
+    _req("awareness:split-top-bottom", "page-registry", "a split puts one Page above the chat and one below"),
+    _req("awareness:other-window", "page-registry", "a Page in another workspace window is other_window"),
+    _req("awareness:ambiguous", "page-registry", "a relation word naming two Pages is ambiguous_page"),
     _req(
         "foreground:occluded",
-        f"{PROOFS}: 非前台执行",
+        "release-proof-non-foreground-execution",
         "a covered Page (another window spans it; headless keeps it visible) is operated, 0 focus calls",
     ),
     _req(
         "foreground:minimized",
-        f"{PROOFS}: 非前台执行",
+        "release-proof-non-foreground-execution",
         "a minimized Page is operated, 0 focus calls",
         divergences={
             PW: "Playwright's actionability checks wait for an animation frame, which headless Chromium never "
@@ -136,25 +136,37 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             "headless Chromium never runs in a minimized window; only focus emulation would restart them",
         },
     ),
-    _req("foreground:unfocused", f"{PROOFS}: 非前台执行", "an unfocused Page is operated, 0 focus calls"),
-    _req("foreground:no-focus-calls", f"{PROOFS}: 非前台执行", "no focus or foreground call reaches any Page"),
-    _req("visual:dom-zero-screenshots", f"{PROOFS}: 视觉限制", "an ordinary DOM flow takes 0 screenshots"),
-    _req("visual:canvas-one-screenshot", f"{PROOFS}: 视觉限制", "a canvas observation takes at most 1 screenshot"),
-    _req("visual:point-next-request-only", COSTS, "a screenshot's point is good for the next model request only"),
-    _req("honesty:empty-assertion", f"{PROOFS}: 失败诚实性", "an empty or unknown assertion is never verified"),
-    _req("honesty:stale-frame", f"{PROOFS}: 失败诚实性", "an act on a stale frame writes nothing"),
-    _req("honesty:timeout", f"{PROOFS}: 失败诚实性", "an act that does not finish in time is timeout"),
+    _req(
+        "foreground:unfocused", "release-proof-non-foreground-execution", "an unfocused Page is operated, 0 focus calls"
+    ),
+    _req(
+        "foreground:no-focus-calls",
+        "release-proof-non-foreground-execution",
+        "no focus or foreground call reaches any Page",
+    ),
+    _req("visual:dom-zero-screenshots", "release-proof-visual-limits", "an ordinary DOM flow takes 0 screenshots"),
+    _req(
+        "visual:canvas-one-screenshot", "release-proof-visual-limits", "a canvas observation takes at most 1 screenshot"
+    ),
+    _req(
+        "visual:point-next-request-only",
+        "cost-and-boundaries",
+        "a screenshot's point is good for the next model request only",
+    ),
+    _req("honesty:empty-assertion", "release-proof-failure-honesty", "an empty or unknown assertion is never verified"),
+    _req("honesty:stale-frame", "release-proof-failure-honesty", "an act on a stale frame writes nothing"),
+    _req("honesty:timeout", "release-proof-failure-honesty", "an act that does not finish in time is timeout"),
     _req(
         "honesty:cancel-during-act",
-        f"{PROOFS}: 失败诚实性",
+        "release-proof-failure-honesty",
         "a cancel during act gives no success and at most one write",
     ),
-    _req("honesty:target-lost", f"{PROOFS}: 失败诚实性", "a crashed or closed Page is target_lost"),
-    _req("honesty:verification-failed", "spec 04 verify", "an assertion that does not hold is verification_failed"),
+    _req("honesty:target-lost", "release-proof-failure-honesty", "a crashed or closed Page is target_lost"),
+    _req("honesty:verification-failed", "verify", "an assertion that does not hold is verification_failed"),
     *(
         _req(
             f"parity:{name}",
-            f"{PROOFS}: 跨 backend 一致",
+            "release-proof-cross-backend-parity",
             f"the {name} task gives its declared outcome signature on every backend (and the same across them)",
         )
         for name in (
@@ -172,141 +184,219 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req(
         "parity:ledger",
-        f"{PROOFS}: 跨 backend 一致",
+        "release-proof-cross-backend-parity",
         "every test names requirements of this ledger, and every requirement is exercised on every backend or "
         "declares why not",
     ),
     # -- proofs that cannot pass by accident (issue 12) ----------------------------------------------------------
     _req(
         "isolation:canary-child-bytes",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "the canaries of B, the chat Page and D appear in 0 bytes between a backend child and its gateway",
     ),
-    _req("isolation:canary-result-bytes", SURE, "the canaries of unauthorized Pages appear in 0 bytes of any result"),
-    _req("isolation:no-unknown-session", SURE, "0 tap records are attributed to a session the tap does not know"),
+    _req(
+        "isolation:canary-result-bytes",
+        "proofs-that-cannot-pass-by-accident",
+        "the canaries of unauthorized Pages appear in 0 bytes of any result",
+    ),
+    _req(
+        "isolation:no-unknown-session",
+        "proofs-that-cannot-pass-by-accident",
+        "0 tap records are attributed to a session the tap does not know",
+    ),
     _req(
         "isolation:discovery-confined",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "discovery reads and events naming other Pages reach only the runtime's registry, never a backend child",
     ),
     _req(
         "capability:real-transports",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "the isolation and token proofs hold over stdio and streamable HTTP as well as in-process",
     ),
-    _req("capability:call-id-mismatch", SURE, "a token presented with another tool_call_id is invalid_capability"),
+    _req(
+        "capability:call-id-mismatch",
+        "proofs-that-cannot-pass-by-accident",
+        "a token presented with another tool_call_id is invalid_capability",
+    ),
     _req(
         "capability:foreign-first",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "a token presented first on a foreign connection is refused there and void for its own connection",
     ),
     _req(
         "capability:stateless-refused",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "a stateless-HTTP client gets invalid_capability saying there is no connection to bind the token to",
     ),
     _req(
         "capability:connection-unidentified",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "a call whose MCP connection cannot be identified is refused (fail closed), before any backend call",
     ),
     _req(
         "parity:absolute-expectations",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "each parity task is checked against its declared outcome signature on every backend, not only across them",
     ),
     _req(
         "awareness:focus-keeps-binding",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "focusing another Page keeps the session bound: the next act lands on the same target",
     ),
     _req(
         "awareness:pane-move-keeps-binding",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "moving or resizing the Page's pane keeps the session bound: the next act lands on the same target",
     ),
-    _req("awareness:hide-invalidates", SURE, "hiding the Page ends its session before the next side effect"),
+    _req(
+        "awareness:hide-invalidates",
+        "proofs-that-cannot-pass-by-accident",
+        "hiding the Page ends its session before the next side effect",
+    ),
     _req(
         "awareness:transfer-invalidates",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "moving the Page to another window ends its session before the next side effect",
     ),
     _req(
         "foreground:preconditions-checked",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "the Page's visibility and focus, read through the lab's own connection, are what the test's name claims",
     ),
-    _req("writes:page-attributed", SURE, "every ledger row carries the nonce of the Page whose form wrote it"),
+    _req(
+        "writes:page-attributed",
+        "proofs-that-cannot-pass-by-accident",
+        "every ledger row carries the nonce of the Page whose form wrote it",
+    ),
     _req(
         "protocol:tool-table-params",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "docs/mcp.md lists each parameter's type and description and each command as the live server has them",
     ),
     _req(
         "protocol:reason-codes-emitted",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "every documented reason code is one the runtime emits, or is marked as not yet emitted",
     ),
     _req(
         "visual:runtime-screenshot-count",
-        SURE,
+        "proofs-that-cannot-pass-by-accident",
         "the runtime counts screenshots per ComputerSession, and its count equals the tap's",
     ),
     # -- capability and protocol ---------------------------------------------------------------------------------
-    _req("capability:missing", "DESIGN §3.2", "a call without a token is invalid_capability before any backend call"),
-    _req("capability:forged", "DESIGN §3.2", "a forged token is invalid_capability before any backend call"),
-    _req("capability:replayed", "DESIGN §3.2", "a replayed token is invalid_capability before any backend call"),
     _req(
-        "capability:cross-connection", "DESIGN §3.2", "a token minted for another MCP connection is invalid_capability"
+        "capability:missing", "capability-token", "a call without a token is invalid_capability before any backend call"
     ),
-    _req("capability:stale", "DESIGN §3.2", "a token of an older model request is page_context_stale"),
-    _req("capability:expired", "issue 9: tokens", "a token past its lifetime is invalid_capability, no backend call"),
-    _req("capability:bounded", "issue 9: tokens", "10,000 calls leave the context store and verifier bounded"),
-    _req("capability:independent-hosts", "issue 9: races", "two hosts' turns never stale each other"),
-    _req("transport:remote-opt-in", "issue 9: transport", "HTTP off loopback needs --allow-remote and a bearer token"),
-    _req("transport:bearer", "issue 9: transport", "with a bearer token, a request without it gets 401 before MCP"),
+    _req("capability:forged", "capability-token", "a forged token is invalid_capability before any backend call"),
+    _req("capability:replayed", "capability-token", "a replayed token is invalid_capability before any backend call"),
+    _req(
+        "capability:cross-connection",
+        "capability-token",
+        "a token minted for another MCP connection is invalid_capability",
+    ),
+    _req("capability:stale", "capability-token", "a token of an older model request is page_context_stale"),
+    _req("capability:expired", "the-boundary", "a token past its lifetime is invalid_capability, no backend call"),
+    _req("capability:bounded", "the-boundary", "10,000 calls leave the context store and verifier bounded"),
+    _req("capability:independent-hosts", "the-boundary", "two hosts' turns never stale each other"),
+    _req("transport:remote-opt-in", "the-boundary", "HTTP off loopback needs --allow-remote and a bearer token"),
+    _req("transport:bearer", "the-boundary", "with a bearer token, a request without it gets 401 before MCP"),
     # -- the host app (issue 10) ------------------------------------------------------------------------------
     _req(
-        "app:launch", HOST, "`computer-use app` serves MCP and the console, prints both URLs; Ctrl-C leaves no process"
+        "app:launch",
+        "the-host-app",
+        "`computer-use app` serves MCP and the console, prints both URLs; Ctrl-C leaves no process",
     ),
-    _req("app:console-auth", HOST, "the console's port answers only the console: secret path, Origin and Host checks"),
     _req(
-        "app:pages", HOST, "a URL opens as a Page in a window left/right/above/below the chat; a per-Page access switch"
+        "app:console-auth",
+        "the-host-app",
+        "the console's port answers only the console: secret path, Origin and Host checks",
     ),
-    _req("app:turns", HOST, "a turn may use only the Pages the user ticked for it (none by default)"),
+    _req(
+        "app:pages",
+        "the-host-app",
+        "a URL opens as a Page in a window left/right/above/below the chat; a per-Page access switch",
+    ),
+    _req("app:turns", "the-host-app", "a turn may use only the Pages the user ticked for it (none by default)"),
     _req(
         "app:tokens-over-http",
-        HOST,
+        "the-host-app",
         "each tool call goes over MCP HTTP with a token minted for it, never seen by the model",
     ),
-    _req("app:live-cards", HOST, "each tool call is a card updated in place; model text streams in"),
-    _req("app:needs-user", HOST, "needs_user hands over: Continue is a new provider request with a fresh Page Context"),
-    _req("app:images-once", HOST, "a screenshot enters the next model request only, then a placeholder"),
-    _req("app:backend-setting", HOST, "the backend setting persists and affects new sessions only; cards show it"),
-    _req("app:bad-input", HOST, "busy turns, closed chat, provider errors and missing keys are visible, nothing lost"),
-    _req("provider:anthropic", HOST, "the Anthropic provider speaks the Messages API wire format (local stand-in)"),
-    _req("provider:openai", HOST, "the OpenAI provider speaks the Chat Completions wire format (local stand-in)"),
-    _req("provider:script", HOST, "the script provider runs a task file whose steps refer to earlier results"),
+    _req("app:live-cards", "the-host-app", "each tool call is a card updated in place; model text streams in"),
+    _req(
+        "app:needs-user",
+        "the-host-app",
+        "needs_user hands over: Continue is a new provider request with a fresh Page Context",
+    ),
+    _req("app:images-once", "the-host-app", "a screenshot enters the next model request only, then a placeholder"),
+    _req(
+        "app:backend-setting",
+        "the-host-app",
+        "the backend setting persists and affects new sessions only; cards show it",
+    ),
+    _req(
+        "app:bad-input",
+        "the-host-app",
+        "busy turns, closed chat, provider errors and missing keys are visible, nothing lost",
+    ),
+    _req(
+        "provider:anthropic",
+        "the-host-app",
+        "the Anthropic provider speaks the Messages API wire format (local stand-in)",
+    ),
+    _req(
+        "provider:openai",
+        "the-host-app",
+        "the OpenAI provider speaks the Chat Completions wire format (local stand-in)",
+    ),
+    _req(
+        "provider:script", "the-host-app", "the script provider runs a task file whose steps refer to earlier results"
+    ),
     _req(
         "proof:chat-stability",
-        f"{PROOFS}: Chat 稳定",
+        "release-proof-chat-stability",
         "a tool update never rebuilds earlier messages, avatars or markdown",
     ),
     _req(
-        "installed:task-set", "spec PHASE 6", "the installed app on 18100 runs the task set from the console, isolated"
+        "installed:task-set",
+        "phase-6-settings-and-installed-acceptance",
+        "the installed app on 18100 runs the task set from the console, isolated",
     ),
     _req(
-        "installed:backend-switch", "spec PHASE 6", "a backend change mid-turn moves new sessions only: no double run"
+        "installed:backend-switch",
+        "phase-6-settings-and-installed-acceptance",
+        "a backend change mid-turn moves new sessions only: no double run",
     ),
     # -- every input bounded (issue 11, part 4) ------------------------------------------------------------------
-    _req("bounds:every-input", BOUNDS, "every string and list argument has a size limit; assertions breadth and depth"),
-    _req("bounds:before-backend", BOUNDS, "over-limit arguments are invalid_arguments with a hint and 0 CDP commands"),
-    _req("bounds:finite-coordinates", BOUNDS, "NaN and Infinity for x/y are invalid_arguments, over stdio too"),
-    _req("bounds:linear-patterns", BOUNDS, "a catastrophic pattern on a long title answers; other connections served"),
-    _req("bounds:published", BOUNDS, "the tool schema publishes the text, url, values, pattern and `of` limits"),
+    _req(
+        "bounds:every-input",
+        "untrusted-by-construction",
+        "every string and list argument has a size limit; assertions breadth and depth",
+    ),
+    _req(
+        "bounds:before-backend",
+        "untrusted-by-construction",
+        "over-limit arguments are invalid_arguments with a hint and 0 CDP commands",
+    ),
+    _req(
+        "bounds:finite-coordinates",
+        "untrusted-by-construction",
+        "NaN and Infinity for x/y are invalid_arguments, over stdio too",
+    ),
+    _req(
+        "bounds:linear-patterns",
+        "untrusted-by-construction",
+        "a catastrophic pattern on a long title answers; other connections served",
+    ),
+    _req(
+        "bounds:published",
+        "untrusted-by-construction",
+        "the tool schema publishes the text, url, values, pattern and `of` limits",
+    ),
     _req(
         "bounds:deep-page",
-        BOUNDS,
+        "untrusted-by-construction",
         "a page nested 1,500 levels deep gives a bounded observation, never target_lost",
         divergences={
             PW: "@playwright/mcp 0.0.83's browser_snapshot fails with 'RangeError: Maximum call stack size exceeded' "
@@ -315,7 +405,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req(
         "bounds:huge-page",
-        BOUNDS,
+        "untrusted-by-construction",
         "a 200,000-button page gives a bounded, paginated observation or timeout within observe_timeout; "
         "other connections are served meanwhile",
         notes={
@@ -326,126 +416,180 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req(
         "injection:escaped",
-        UNTRUSTED,
+        "untrusted-by-construction",
         "page strings are cleaned and escaped: one whole line per real element, no "
         "forged field, state or ref; cuts carry the runtime's marker",
     ),
     _req(
-        "injection:framed", UNTRUSTED, "the observation sits between per-frame nonce lines page text cannot reproduce"
+        "injection:framed",
+        "untrusted-by-construction",
+        "the observation sits between per-frame nonce lines page text cannot reproduce",
     ),
-    _req("injection:utf16", UNTRUSTED, "lone surrogates from a page become U+FFFD; every result encodes as UTF-8"),
+    _req(
+        "injection:utf16",
+        "untrusted-by-construction",
+        "lone surrogates from a page become U+FFFD; every result encodes as UTF-8",
+    ),
     _req(
         "injection:refs-unguessable",
-        UNTRUSTED,
+        "untrusted-by-construction",
         "refs planted in page text or kept from an earlier observation give stale_observation with 0 writes "
         "(an act's frame keeps only the refs of the elements the act left the same)",
     ),
-    _req("keys:one-chord", UNTRUSTED, "press is exactly one key or chord; several keys are invalid_arguments, 0 CDP"),
+    _req(
+        "keys:one-chord",
+        "untrusted-by-construction",
+        "press is exactly one key or chord; several keys are invalid_arguments, 0 CDP",
+    ),
     _req(
         "policy:names",
-        UNTRUSTED,
+        "untrusted-by-construction",
         "sensitive names are caught after NFKC, zero-width, bidi and look-alike folding, in "
         "ten languages, on roles beyond button and link, and when the accessible name hides the visible words",
     ),
-    _req("policy:press-commits", UNTRUSTED, "Enter or Space is checked on the focused element and the form it submits"),
     _req(
-        "policy:point-commits", UNTRUSTED, "a click by point is checked on the element under the point (shadow roots)"
+        "policy:press-commits",
+        "untrusted-by-construction",
+        "Enter or Space is checked on the focused element and the form it submits",
+    ),
+    _req(
+        "policy:point-commits",
+        "untrusted-by-construction",
+        "a click by point is checked on the element under the point (shadow roots)",
     ),
     _req(
         "policy:select-commits",
-        UNTRUSTED,
+        "untrusted-by-construction",
         "a select whose change submits its form, or a sensitive option, is needs_user",
     ),
     _req(
-        "policy:type-submit-commits", UNTRUSTED, "type with submit is checked by the form's submit control and action"
+        "policy:type-submit-commits",
+        "untrusted-by-construction",
+        "type with submit is checked by the form's submit control and action",
     ),
     _req(
         "policy:structure",
-        UNTRUSTED,
+        "untrusted-by-construction",
         "login, card and CAPTCHA structure is found in shadow roots, same-origin and "
         "cross-origin frames (any depth) and payment iframes",
     ),
     _req(
         "policy:moment-of-act",
-        UNTRUSTED,
+        "untrusted-by-construction",
         "the element is re-read just before the input; a control that can rename "
         "itself under the pointer is refused with 0 writes",
     ),
     _req(
-        "policy:navigation", UNTRUSTED, "navigate off the authorized origin, or to a side-effect address, is needs_user"
+        "policy:navigation",
+        "untrusted-by-construction",
+        "navigate off the authorized origin, or to a side-effect address, is needs_user",
     ),
     _req(
         "fuzz:boundary",
-        FUZZ,
+        "untrusted-by-construction",
         "(backend-independent: the boundary is in front of every backend; run on the default one) "
         "Hypothesis calls at the MCP boundary (in-process and a stdio share): no crash, no hang, "
         "one envelope with one of the eleven reason codes, 0 CDP commands for refusals; count and seed reported",
     ),
     _req(
         "protocol:stdio-every-line-answered",
-        FUZZ,
+        "untrusted-by-construction",
         "(backend-independent: nothing reaches a backend) over stdio every line is answered: "
         "lone surrogates as U+FFFD, "
         "not JSON -32700, no JSON-RPC message -32600, over 16 MiB -32600; the next call is answered",
     ),
     _req(
         "protocol:invalid-arguments",
-        "spec 004 (MCP tool conventions)",
+        "tool-conventions",
         "malformed arguments get invalid_arguments, a hint, no CDP call",
     ),
-    _req("protocol:stdio", "spec PHASE 1", "a real client over stdio lists one tool and is refused without a token"),
-    _req("protocol:http", "DESIGN §3.6", "a real client over streamable HTTP lists one tool, refused without token"),
-    _req("protocol:third-party-client", "spec PHASE 1", "the MCP Inspector CLI gets one tool and a structured refusal"),
-    _req("protocol:tool-table", "DESIGN §6", "docs/mcp.md's tool table and reason codes match the live server"),
+    _req(
+        "protocol:stdio",
+        "phase-1-the-mcp-server",
+        "a real client over stdio lists one tool and is refused without a token",
+    ),
+    _req("protocol:http", "adapters", "a real client over streamable HTTP lists one tool, refused without token"),
+    _req(
+        "protocol:third-party-client",
+        "phase-1-the-mcp-server",
+        "the MCP Inspector CLI gets one tool and a structured refusal",
+    ),
+    _req("protocol:tool-table", "tool-conventions", "docs/mcp.md's tool table and reason codes match the live server"),
     # -- policy and content ------------------------------------------------------------------------------------
-    _req("policy:login", "spec 成本与功能边界: needs_user", "a sign-in form is the user's: needs_user, 0 writes"),
-    _req("policy:captcha", "spec 成本与功能边界: needs_user", "a CAPTCHA is the user's: needs_user, 0 writes"),
+    _req("policy:login", "needs-user", "a sign-in form is the user's: needs_user, 0 writes"),
+    _req("policy:captcha", "needs-user", "a CAPTCHA is the user's: needs_user, 0 writes"),
     _req(
         "policy:sensitive",
-        "spec 成本与功能边界: needs_user",
+        "needs-user",
         "payment and deletion are the user's: needs_user, 0 writes",
     ),
     _req(
         "policy:dialog",
-        "spec 成本与功能边界: needs_user",
+        "needs-user",
         "a JS dialog an action opens is the user's: needs_user, 0 writes until they answer, usable after",
     ),
-    _req("policy:reading-allowed", "DESIGN §3.4", "reading a sign-in page is still allowed"),
+    _req("policy:reading-allowed", "policy", "reading a sign-in page is still allowed"),
     _req(
         "injection:no-effect",
-        "spec 成本与功能边界: 不可信数据",
+        "untrusted-page-content",
         "page text changes no target, permission or action count; 0 attacker hits",
     ),
     # -- lifecycle ---------------------------------------------------------------------------------------------
-    _req("lifecycle:observe-creates-session", LIFECYCLE, "the first observe creates a ComputerSession and a frame"),
-    _req("lifecycle:frame-advances-after-write", LIFECYCLE, "an act's answer carries a new frame of the session"),
-    _req("lifecycle:access-disabled", LIFECYCLE, "disabling access stops the next call and stales the context"),
-    _req("lifecycle:target-replaced", LIFECYCLE, "a replaced target loses the session bound to the old one"),
-    _req("lifecycle:target-crashed", LIFECYCLE, "a crashed target is target_lost for act and verify"),
-    _req("lifecycle:target-closed", LIFECYCLE, "a closed target is target_lost"),
-    _req("lifecycle:popup-is-a-new-page", POPUPS, "a popup becomes a new Page, unauthorized until the host says so"),
-    _req("concurrency:write-lease", POPUPS, "a second session cannot write while the first holds the write lease"),
-    _req("concurrency:one-frame-one-write", "issue 9: races", "two concurrent acts on one frame write exactly once"),
+    _req(
+        "lifecycle:observe-creates-session",
+        "page-identity-and-lifecycle",
+        "the first observe creates a ComputerSession and a frame",
+    ),
+    _req(
+        "lifecycle:frame-advances-after-write",
+        "page-identity-and-lifecycle",
+        "an act's answer carries a new frame of the session",
+    ),
+    _req(
+        "lifecycle:access-disabled",
+        "page-identity-and-lifecycle",
+        "disabling access stops the next call and stales the context",
+    ),
+    _req(
+        "lifecycle:target-replaced",
+        "page-identity-and-lifecycle",
+        "a replaced target loses the session bound to the old one",
+    ),
+    _req(
+        "lifecycle:target-crashed", "page-identity-and-lifecycle", "a crashed target is target_lost for act and verify"
+    ),
+    _req("lifecycle:target-closed", "page-identity-and-lifecycle", "a closed target is target_lost"),
+    _req(
+        "lifecycle:popup-is-a-new-page",
+        "popups-and-concurrency",
+        "a popup becomes a new Page, unauthorized until the host says so",
+    ),
+    _req(
+        "concurrency:write-lease",
+        "popups-and-concurrency",
+        "a second session cannot write while the first holds the write lease",
+    ),
+    _req("concurrency:one-frame-one-write", "the-boundary", "two concurrent acts on one frame write exactly once"),
     _req(
         "concurrency:recheck-under-lease",
-        "issue 9: races",
+        "the-boundary",
         "a queued act whose frame went stale or whose Page was disabled while it waited does not write",
     ),
-    _req("concurrency:pages-in-parallel", "issue 9: races", "sessions on different Pages act in parallel, never cross"),
-    _req("sessions:reuse-and-cap", "issue 9: sessions end", "observe reuses its turn's session; live sessions capped"),
+    _req("concurrency:pages-in-parallel", "the-boundary", "sessions on different Pages act in parallel, never cross"),
+    _req("sessions:reuse-and-cap", "the-boundary", "observe reuses its turn's session; live sessions capped"),
     _req(
         "sessions:resources-end",
-        "issue 9: sessions end",
+        "the-boundary",
         "an invalidated, evicted or closed session leaves no child, port or fd behind",
     ),
     _req(
         "frames:observe-verify",
-        "DESIGN §5 (frames scenario)",
+        "fixture-scenarios",
         "a Page with a cross-origin iframe is observed, acted on and verified",
     ),
     _req(
         "frames:iframe-refs",
-        "DESIGN §5 (frames scenario)",
+        "fixture-scenarios",
         "every control of the Page and of its cross-origin iframe gets a ref",
         notes={
             CDM: "the upstream keys uids on loaderId_backendNodeId and takes loaderIds from `init` lifecycle events, "
@@ -456,17 +600,17 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     # -- actions -----------------------------------------------------------------------------------------------
     _req(
         "action:click",
-        COMMANDS,
+        "the-four-commands",
         "click a ref",
         notes={
             CDM: "the upstream's post-click wait has no failure signal; the runtime's re-observation shows the Page "
             "as it is"
         },
     ),
-    _req("action:type", COMMANDS, "type into a ref (replacing its value)"),
+    _req("action:type", "the-four-commands", "type into a ref (replacing its value)"),
     _req(
         "action:type-submit",
-        COMMANDS,
+        "the-four-commands",
         "type with submit presses Enter after the text",
         divergences={
             CDM: "fill has no submit and type_text types into whatever is focused (a second call to "
@@ -477,17 +621,17 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req(
         "action:type-multiline",
-        COMMANDS,
+        "the-four-commands",
         "type text with a line break into a textarea",
         divergences={
             CDM: "fill types short values key by key, where \\n is an Enter press that would submit a "
             "form: newline, CR and NUL are refused before anything is sent"
         },
     ),
-    _req("action:press", COMMANDS, "press a key on the focused element"),
+    _req("action:press", "the-four-commands", "press a key on the focused element"),
     _req(
         "action:press-on-ref",
-        COMMANDS,
+        "the-four-commands",
         "press a key on a given ref",
         divergences={
             PW: "browser_press_key presses on the focused element only; focusing first would be a second call",
@@ -497,13 +641,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req(
         "action:scroll",
-        COMMANDS,
+        "the-four-commands",
         "scroll a ref into view",
         notes={PW: "a hover: the direction is ignored", CDM: "a hover: the direction is ignored"},
     ),
     _req(
         "action:scroll-without-ref",
-        COMMANDS,
+        "the-four-commands",
         "scroll the viewport in a direction",
         divergences={
             CDM: "no wheel or scroll tool upstream (the keyboard would be a write to the focused "
@@ -512,17 +656,17 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req(
         "action:point-scroll",
-        COSTS,
+        "cost-and-boundaries",
         "scroll at a point right after a screenshot",
         divergences={
             PW: "the wheel tool has no position; moving the mouse first would be a second call: refused",
             CDM: "no wheel or scroll tool upstream: refused",
         },
     ),
-    _req("action:select", COMMANDS, "select one option of a native select by its visible label"),
+    _req("action:select", "the-four-commands", "select one option of a native select by its visible label"),
     _req(
         "action:select-by-value",
-        COMMANDS,
+        "the-four-commands",
         "select one option of a native select by its value attribute",
         divergences={
             CDM: "fill picks a native select's option by its visible label only: a value is refused "
@@ -531,149 +675,161 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req(
         "action:navigate",
-        COMMANDS,
+        "the-four-commands",
         "navigate to an absolute http(s) URL",
         notes={CDM: "navigate_page reports a failed navigation as success; the adapter turns it into an error"},
     ),
-    _req("action:point-click", COSTS, "click at a point right after a screenshot"),
-    _req("verify:element-state", "spec 04 verify", "element_state checks value and checked on the live Page"),
-    _req("verify:text", "spec 04 verify", "text_present checks the live Page's text"),
+    _req("action:point-click", "cost-and-boundaries", "click at a point right after a screenshot"),
+    _req("verify:element-state", "verify", "element_state checks value and checked on the live Page"),
+    _req("verify:text", "verify", "text_present checks the live Page's text"),
     *_reasons(),
     # -- budgets -----------------------------------------------------------------------------------------------
-    _req("budget:tools-list", "issue 3: budgets", "tools/list costs at most 1,100 o200k tokens"),
-    _req("budget:observe-per-element", "issue 3: budgets", "observe costs at most 15 tokens per interactive element"),
+    _req("budget:tools-list", "budgets", "tools/list costs at most 1,100 o200k tokens"),
+    _req("budget:observe-per-element", "budgets", "observe costs at most 15 tokens per interactive element"),
     _req(
         "budget:no-unreachable-element",
-        "issue 3: budgets",
+        "budgets",
         "every element stays reachable through follow-up reads of the same frame",
     ),
-    _req("bench:act-latency", "issue 3: budgets", "act latency against the raw upstream is measured (not asserted)"),
+    _req("bench:act-latency", "budgets", "act latency against the raw upstream is measured (not asserted)"),
     _req(
         "bench:overhead",
-        "issue 13: cost",
+        "cost",
         "the runtime's own time per act beyond its backend's (p50) is measured per phase, budget 5 ms (not asserted)",
     ),
     _req(
         "budget:realistic-pages",
-        "issue 13: cost",
+        "cost",
         "on a link-heavy article, a shop listing with image links and a form with help text, every interactive "
         "element is listed, named alike on every backend, within 15 tokens per element (target 10, recorded)",
     ),
     _req(
         "delta:changes-only",
-        "issue 13: cost",
+        "cost",
         "after a write, act tells only what changed against the act's frame (changed, added, removed, unchanged "
         "count); an act that changes one element of the catalogue costs at most 150 tokens",
     ),
     _req(
         "delta:refs-kept",
-        "issue 13: cost",
+        "cost",
         "the ref of an element that is still the same after an act is the same element in the new frame; "
         "nothing is carried across documents",
     ),
     _req(
         "budget:observation-cap",
-        "issue 13: cost",
+        "cost",
         "one observation costs at most the cap (a setting, 2,000 tokens by default), on a 200,000-button page too; "
         "next_offset reaches every element of the frame exactly once",
     ),
     _req(
         "probe:world-per-document",
-        "issue 13: cost",
+        "cost",
         "the runtime's probe keeps one isolated world per document (a new one after a navigation, a gone one "
         "replaced on the spot), so a policy read costs no world per frame per act",
     ),
     _req(
         "observe:viewport-first",
-        "issue 13: cost",
+        "cost",
         "a Page that does not fit one observation is read from its viewport first, then in document order; the "
         "in-view read stays bounded on a 200,000-button page",
     ),
     # -- the scoped gateway ------------------------------------------------------------------------------------
-    _req("gateway:discovery-only-bound", "DESIGN §3.3", "target discovery (HTTP and CDP) shows only the bound Page"),
+    _req(
+        "gateway:discovery-only-bound",
+        "scoped-cdp-gateway",
+        "target discovery (HTTP and CDP) shows only the bound Page",
+    ),
     _req(
         "gateway:refuses-other-targets",
-        "DESIGN §3.3",
+        "scoped-cdp-gateway",
         "commands on other targets, new pages, cookies and browser control are refused",
     ),
-    _req("gateway:auto-attach", "DESIGN §3.3", "browser-level auto-attach becomes one attach to the bound Page"),
-    _req("gateway:iframe-sessions", "DESIGN §3.3", "session-level auto-attach reaches the bound Page's iframe"),
-    _req("gateway:absorbs-focus", "DESIGN §3.3", "focus and download-behaviour methods are absorbed"),
-    _req("gateway:page-endpoint", "DESIGN §3.3", "the page endpoint serves only the bound Page"),
-    _req("gateway:malformed-frame", "DESIGN §3.3", "a malformed frame closes only that client, with a reason"),
-    _req("gateway:quiet", "DESIGN §3.3", "the gateway alone makes one browser-level discovery call, none on a page"),
-    _req("gateway:close", "DESIGN §3.3", "closing the gateway closes every client connection"),
-    _req("gateway:secret-url", "issue 9: the boundary", "a gateway URL without its secret is 404, with an Origin 403"),
-    _req("gateway:page-script-refused", "issue 9: the boundary", "a page script reaches no gateway, nor Chromium's WS"),
-    _req("gateway:page-allowlist", "issue 9: the boundary", "only what a backend needs passes; the rest is refused"),
-    _req("gateway:missing-target", "DESIGN §3.3", "a gateway for a target that does not exist refuses to start"),
-    _req("gateway:events", "DESIGN §3.3", "popups, crashes, closes and a lost browser are reported to the runtime"),
+    _req("gateway:auto-attach", "scoped-cdp-gateway", "browser-level auto-attach becomes one attach to the bound Page"),
+    _req("gateway:iframe-sessions", "scoped-cdp-gateway", "session-level auto-attach reaches the bound Page's iframe"),
+    _req("gateway:absorbs-focus", "scoped-cdp-gateway", "focus and download-behaviour methods are absorbed"),
+    _req("gateway:page-endpoint", "scoped-cdp-gateway", "the page endpoint serves only the bound Page"),
+    _req("gateway:malformed-frame", "scoped-cdp-gateway", "a malformed frame closes only that client, with a reason"),
+    _req(
+        "gateway:quiet",
+        "scoped-cdp-gateway",
+        "the gateway alone makes one browser-level discovery call, none on a page",
+    ),
+    _req("gateway:close", "scoped-cdp-gateway", "closing the gateway closes every client connection"),
+    _req("gateway:secret-url", "the-boundary", "a gateway URL without its secret is 404, with an Origin 403"),
+    _req("gateway:page-script-refused", "the-boundary", "a page script reaches no gateway, nor Chromium's WS"),
+    _req("gateway:page-allowlist", "the-boundary", "only what a backend needs passes; the rest is refused"),
+    _req("gateway:missing-target", "scoped-cdp-gateway", "a gateway for a target that does not exist refuses to start"),
+    _req(
+        "gateway:events", "scoped-cdp-gateway", "popups, crashes, closes and a lost browser are reported to the runtime"
+    ),
     _req(
         "gateway:upstream-scoped",
-        BACKENDS_SPEC,
+        "three-backends",
         "the backend's upstream, behind the gateway, works on the bound Page and never touches another",
     ),
     # -- backend adapters --------------------------------------------------------------------------------------
-    _req("adapter:snapshot", BACKENDS_SPEC, "a snapshot lists controls with roles, names, state and the text"),
-    _req("adapter:compact-snapshot", "issue 3: budgets", "a large snapshot renders in far fewer tokens than raw"),
-    _req("adapter:one-write", BACKENDS_SPEC, "type, select and click make exactly one write, no screenshot"),
-    _req("adapter:refs-only", BACKENDS_SPEC, "only the upstream's own ref syntax is sent; selectors never are"),
-    _req("adapter:unique-refs", BACKENDS_SPEC, "a ref names exactly one element"),
-    _req("adapter:element-errors", BACKENDS_SPEC, "an element that cannot be acted on is an element error"),
+    _req("adapter:snapshot", "three-backends", "a snapshot lists controls with roles, names, state and the text"),
+    _req("adapter:compact-snapshot", "budgets", "a large snapshot renders in far fewer tokens than raw"),
+    _req("adapter:one-write", "three-backends", "type, select and click make exactly one write, no screenshot"),
+    _req("adapter:refs-only", "three-backends", "only the upstream's own ref syntax is sent; selectors never are"),
+    _req("adapter:unique-refs", "three-backends", "a ref names exactly one element"),
+    _req("adapter:element-errors", "three-backends", "an element that cannot be acted on is an element error"),
     _req(
         "adapter:dialog-never-answered",
-        BACKENDS_SPEC,
+        "three-backends",
         "a JS dialog is never answered; the next observation is an error, no write",
     ),
-    _req("adapter:target-lost", BACKENDS_SPEC, "after the page closes every call is target_lost at the adapter"),
+    _req("adapter:target-lost", "three-backends", "after the page closes every call is target_lost at the adapter"),
     _req(
         "adapter:timeout",
-        BACKENDS_SPEC,
+        "three-backends",
         "an upstream call past its timeout is a timeout; the child stays usable",
         notes={CDM: "a timed-out call is not aborted upstream: the next call waits behind it (same outcome, later)"},
     ),
-    _req("adapter:cancel", BACKENDS_SPEC, "a cancelled call propagates; the child stays consistent"),
-    _req("adapter:one-screenshot", BACKENDS_SPEC, "a screenshot is exactly one viewport capture"),
-    _req("adapter:point-click", COSTS, "a point click reaches the page"),
-    _req("adapter:scroll-to-ref", COMMANDS, "a scroll to a ref moves the viewport to it"),
+    _req("adapter:cancel", "three-backends", "a cancelled call propagates; the child stays consistent"),
+    _req("adapter:one-screenshot", "three-backends", "a screenshot is exactly one viewport capture"),
+    _req("adapter:point-click", "cost-and-boundaries", "a point click reaches the page"),
+    _req("adapter:scroll-to-ref", "the-four-commands", "a scroll to a ref moves the viewport to it"),
     _req(
         "adapter:child-hygiene",
-        BACKENDS_SPEC,
+        "three-backends",
         "the child runs in its workdir, writes nothing outside, leaves no process behind",
     ),
-    _req("adapter:allowlist", BACKENDS_SPEC, "no tool outside the allowlist is ever called"),
-    _req("adapter:one-upstream-call", BACKENDS_SPEC, "every canonical Action maps to exactly one upstream call"),
+    _req("adapter:allowlist", "three-backends", "no tool outside the allowlist is ever called"),
+    _req("adapter:one-upstream-call", "three-backends", "every canonical Action maps to exactly one upstream call"),
     _req(
         "adapter:error-kinds",
-        BACKENDS_SPEC,
+        "three-backends",
         "upstream error texts map to the error kinds (lost, timeout, element, dialog, other)",
     ),
-    _req("adapter:parser", BACKENDS_SPEC, "the snapshot parser reads captured answers exactly"),
+    _req("adapter:parser", "three-backends", "the snapshot parser reads captured answers exactly"),
     # -- the lab and pure rules ----------------------------------------------------------------------------------
-    _req("lab:browser", "DESIGN §5", "Chromium launches and closes cleanly, or says in one line why not"),
-    _req("lab:costs", "DESIGN §7 (cost benchmarks)", "the cost summary flags every figure above its budget"),
+    _req("lab:browser", "instruments", "Chromium launches and closes cleanly, or says in one line why not"),
+    _req("lab:costs", "budgets", "the cost summary flags every figure above its budget"),
     _req(
         "lab:report",
-        "issue 13: cost",
+        "cost",
         "the report carries the cost summary, its plot and the parity table on its front page, and groups tests by "
         "release proof, backend and requirement",
     ),
-    _req("lab:fixture-server", "DESIGN §5", "stall routes, bounded waits, reset"),
-    _req("lab:ledger", "DESIGN §5", "one real write is one ledger row, read once, per test"),
-    _req("lab:scenarios", "DESIGN §5", "every scenario's routes, writes and attacker endpoint behave as declared"),
-    _req("lab:tap", "DESIGN §5", "the CDP tap counts exactly what reached each target"),
-    _req("lab:tokens", "DESIGN §5", "the token meter counts o200k_base exactly, images by size"),
-    _req("lab:workspace", "DESIGN §5", "the window shell's geometry is real and read back"),
-    _req("unit:capability-token", "DESIGN §3.2", "a token opens to exactly its claims; anything edited is refused"),
+    _req("lab:fixture-server", "instruments", "stall routes, bounded waits, reset"),
+    _req("lab:ledger", "instruments", "one real write is one ledger row, read once, per test"),
+    _req("lab:scenarios", "instruments", "every scenario's routes, writes and attacker endpoint behave as declared"),
+    _req("lab:tap", "instruments", "the CDP tap counts exactly what reached each target"),
+    _req("lab:tokens", "instruments", "the token meter counts o200k_base exactly, images by size"),
+    _req("lab:workspace", "instruments", "the window shell's geometry is real and read back"),
+    _req(
+        "unit:capability-token", "capability-token", "a token opens to exactly its claims; anything edited is refused"
+    ),
     _req(
         "unit:dependencies",
-        "DESIGN §2",
+        "layout-and-dependencies",
         "the runtime imports mcp, pydantic, aiohttp, re2 only; the host no backend; the lab never what it measures",
     ),
-    _req("unit:models", "DESIGN §3.4", "actions and assertions reject what would prove or do nothing"),
-    _req("unit:policy-rules", "DESIGN §3.4", "login, CAPTCHA and sensitive writes go to the user"),
-    _req("unit:relation", "DESIGN §3.1", "relations are computed from window bounds"),
-    _req("unit:rendering", "DESIGN §3.4", "observation rendering is bounded and loses no element"),
+    _req("unit:models", "policy", "actions and assertions reject what would prove or do nothing"),
+    _req("unit:policy-rules", "policy", "login, CAPTCHA and sensitive writes go to the user"),
+    _req("unit:relation", "page-registry", "relations are computed from window bounds"),
+    _req("unit:rendering", "policy", "observation rendering is bounded and loses no element"),
 )
 
 LEDGER: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}
@@ -682,9 +838,10 @@ assert len(LEDGER) == len(REQUIREMENTS), "duplicate requirement ids"
 
 @dataclass(frozen=True)
 class Proof:
-    """A release proof (DESIGN §4): its claim, the instrument its figures come from (never the runtime's own word),
-    the suite that runs it and the requirements it is made of. `suites/parity/test_ledger.py` checks that each
-    proof has a negative control naming one of its requirements: a proof whose check cannot fail is visible."""
+    """A release proof (docs/requirements.md, "Spec 003: the release proofs"): its claim, the instrument its figures
+    come from (never the runtime's own word), the suite that runs it and the requirements it is made of.
+    `suites/parity/test_ledger.py` checks that each proof has a negative control naming one of its requirements: a
+    proof whose check cannot fail is visible."""
 
     name: str
     claim: str
@@ -786,6 +943,34 @@ def _cell(requirement: Requirement, backend: str) -> str:
     return "✓"
 
 
+def anchor(heading: str) -> str:
+    """The anchor a Markdown renderer (GitHub's rule) gives a heading: lower case, punctuation dropped, spaces to -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def sections(text: str) -> dict[str, str]:
+    """docs/requirements.md's `###` sections: anchor → heading."""
+    headings = (line[4:] for line in text.splitlines() if line.startswith("### "))
+    return {anchor(heading): heading for heading in headings}
+
+
+def unsourced(requirements: Iterable[Requirement], known: dict[str, str]) -> list[str]:
+    """Both directions: a requirement citing no section of the sources page, and a section nothing cites."""
+    requirements = list(requirements)
+    cited = {r.source for r in requirements}
+    problems = [
+        f"{r.id}: its source {r.source!r} is not a section of {SOURCES.name}"
+        for r in requirements
+        if r.source not in known
+    ]
+    problems += [
+        f"{SOURCES.name}: section {heading!r} is the source of no requirement"
+        for key, heading in known.items()
+        if key not in cited
+    ]
+    return problems
+
+
 def _escape(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -793,13 +978,15 @@ def _escape(text: str) -> str:
 def markdown(backends: Iterable[str] = BACKENDS) -> str:
     """docs/parity.md: the requirement × backend table, one section per requirement family."""
     backends = list(backends)
+    known = sections(SOURCES.read_text(encoding="utf-8"))
     lines = [
         "# Parity: requirement × backend",
         "",
         "<!-- Generated by `python -m suites.parity.ledger --write` (make parity-doc) from suites/parity/ledger.py."
         " Do not edit by hand: `pytest suites/parity` fails when this file and the ledger disagree. -->",
         "",
-        "Every requirement the suites prove, where it comes from, and how each backend meets it. ✓: exercised on "
+        "Every requirement the suites prove, where it comes from (its section of [requirements.md](requirements.md)), "
+        "and how each backend meets it. ✓: exercised on "
         "that backend by at least one test (`@pytest.mark.req`); *diverges*: the backend does not meet it, for the "
         "reason given, and a test shows the outcome the agent gets instead (a refusal with a reason code, never "
         "another action). A note in brackets is a difference in how, not in outcome.",
@@ -835,7 +1022,8 @@ def markdown(backends: Iterable[str] = BACKENDS) -> str:
             "|---|---|---|" + "---|" * len(backends),
         ]
         for r in requirements:
-            cells = [f"`{r.id}`", _escape(r.source), _escape(r.text), *(_escape(_cell(r, b)) for b in backends)]
+            source = f"[{known.get(r.source, r.source)}]({SOURCES.name}#{r.source})"
+            cells = [f"`{r.id}`", _escape(source), _escape(r.text), *(_escape(_cell(r, b)) for b in backends)]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -17,7 +17,17 @@ import pytest
 from suites.harness import BACKENDS
 from suites.parity import inventory
 from suites.parity.inventory import Inventory, Item
-from suites.parity.ledger import DOC, LEDGER, RELEASE_PROOFS, Proof, markdown
+from suites.parity.ledger import (
+    DOC,
+    LEDGER,
+    RELEASE_PROOFS,
+    REQUIREMENTS,
+    SOURCES,
+    Proof,
+    markdown,
+    sections,
+    unsourced,
+)
 
 pytestmark = pytest.mark.req("parity:ledger")
 
@@ -74,8 +84,12 @@ def uncontrolled(items: list[Item], proofs: tuple[Proof, ...]) -> list[str]:
 
 
 def test_every_release_proof_has_a_negative_control_and_names_known_requirements(collected: Inventory) -> None:
-    assert len(RELEASE_PROOFS) == 10  # DESIGN §4: the ten release proofs
+    assert len(RELEASE_PROOFS) == 10  # the ten of docs/requirements.md
     check(uncontrolled(collected.items, RELEASE_PROOFS))
+
+
+def test_every_requirement_cites_a_section_of_docs_requirements_md_and_every_section_is_cited() -> None:
+    check(unsourced(REQUIREMENTS, sections(SOURCES.read_text(encoding="utf-8"))))
 
 
 def test_docs_parity_md_is_exactly_what_the_ledger_generates() -> None:
@@ -85,7 +99,7 @@ def test_docs_parity_md_is_exactly_what_the_ledger_generates() -> None:
 
 
 @pytest.mark.negative_control
-def test_the_ledger_check_catches_an_unnamed_test_an_unexercised_requirement_and_an_unexplained_xfail(
+def test_the_ledger_check_catches_an_unnamed_test_an_unexercised_requirement_an_unexplained_xfail_and_a_stray_source(
     collected: Inventory,
 ) -> None:
     # Doctor the real inventory: one test loses its markers, every select test loses chrome_devtools_mcp, and a
@@ -106,3 +120,12 @@ def test_the_ledger_check_catches_an_unnamed_test_an_unexercised_requirement_and
     blind = [item for item in items if not (item.negative_control and set(visual.requirements) & set(item.ids))]
     with pytest.raises(AssertionError, match="visual limits: no negative control"):
         check(uncontrolled(blind, RELEASE_PROOFS))
+    # A source outside the repository (as the ledger once cited the design page) and a section nothing cites.
+    known = sections(SOURCES.read_text(encoding="utf-8"))
+    outside = [
+        dataclasses.replace(r, source="DESIGN §3.2") if r.source == "capability-token" else r for r in REQUIREMENTS
+    ]
+    with pytest.raises(AssertionError, match=r"capability:missing: its source 'DESIGN §3\.2' is not a section"):
+        check(unsourced(outside, known))
+    with pytest.raises(AssertionError, match="section 'Capability token' is the source of no requirement"):
+        check(unsourced(outside, known))
