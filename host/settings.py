@@ -15,8 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-BACKENDS = ("playwright_mcp", "chrome_devtools_mcp", "open_claude_chrome")
-"""The backends the settings may name, in the order the console lists them; the first is the default."""
+from runtime.app import installed_backends
+
+BACKENDS = installed_backends()
+"""The backends the settings may name (the installed ones), in the order the console lists them; the first is the
+default."""
 
 FILE_NAME = "settings.json"
 MAX_FILE_BYTES = 64 * 1024

@@ -28,6 +28,15 @@ def default_backends() -> dict[str, BackendFactory]:
     return {entry.name: entry.load() for entry in entry_points(group=BACKENDS_GROUP)}
 
 
+def installed_backends() -> tuple[str, ...]:
+    """The names a backend setting may take: every installed backend, the default (`Settings.backend`) first.
+
+    Names only: nothing is imported, so a settings screen can list a backend whose module is broken (and the
+    session that tries it says why)."""
+    names = [entry.name for entry in entry_points(group=BACKENDS_GROUP)]
+    return tuple(sorted(names, key=lambda name: name != Settings.backend))
+
+
 @dataclass
 class Runtime:
     cdp: CDPConnection
