@@ -19,12 +19,13 @@ from typing import Any
 from backends.open_claude_chrome.contract import ToolContract
 from runtime.backend import BackendError, Element, Failure
 from runtime.capability.host import PageContext
+from runtime.commands.base import Outcome
 from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.mcp.server import ComputerUseServer
 from runtime.models import Action
 from runtime.reasons import ReasonCode
-from runtime.service import ComputerUseService, Outcome
+from runtime.service import ComputerUseService
 from runtime.session import ComputerSession, Frame
 from runtime.sessions import Refusal
 

@@ -35,9 +35,10 @@ from lab.workspace import Workspace
 from runtime.app import Runtime, default_backends
 from runtime.backend import Backend, BackendConfig
 from runtime.client import HostedClient
+from runtime.commands.base import PHASES
 from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult
-from runtime.service import PHASES, Settings
+from runtime.settings import Settings
 from suites.harness import client_in_task
 from suites.proofs import record_cost
 

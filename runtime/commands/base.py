@@ -1,0 +1,113 @@
+"""What every command shares: the outcome a command returns, the phase marks of a call, and the bounded ways a
+command reaches its session's backend and Page, each turning a failure into the runtime's own reason code."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Awaitable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TypeVar
+
+from runtime.backend import BackendError
+from runtime.cdp import CDPError
+from runtime.failures import DIALOG_OPEN, GONE, reason_for
+from runtime.models import ComputerUseResult
+from runtime.probe import DialogOpen, TargetGone
+from runtime.reasons import ReasonCode
+from runtime.registry.registry import PageRegistry
+from runtime.session import ComputerSession
+from runtime.sessions import Refusal, SessionManager
+from runtime.settings import Settings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass
+class Outcome:
+    result: ComputerUseResult
+    image: bytes | None = None
+    changes_only: bool = False
+    """The observation tells what changed since the act's frame (`runtime/delta.py`), not the whole frame."""
+
+
+PHASES = ("token", "session", "policy", "backend_act", "backend_snapshot", "backend_screenshot", "frame", "result")
+call_marks: ContextVar[list[tuple[str, float]] | None] = ContextVar("computer_use_phase_marks", default=None)
+
+
+def mark(phase: str) -> None:
+    """The current call reached the end of `phase` (a no-op outside a call)."""
+    marks = call_marks.get()
+    if marks is not None:
+        marks.append((phase, time.perf_counter()))
+
+
+def durations(marks: list[tuple[str, float]]) -> dict[str, float]:
+    spent: dict[str, float] = {}
+    for (_, before), (phase, at) in itertools.pairwise(marks):
+        spent[phase] = round(spent.get(phase, 0.0) + (at - before) * 1000, 3)
+    return spent
+
+
+class Command:
+    """The parts a command works with (the service assembles them) and the bounded calls every command makes."""
+
+    registry: PageRegistry
+    settings: Settings
+    sessions: SessionManager
+
+    async def _until_stopped(self, session: ComputerSession, call: Awaitable[T], timeout: float) -> T:
+        """Run one backend call, bounded by `timeout` and by the Page: a Page whose target is gone, or that a dialog
+        blocks, answers nothing more, and a backend may wait for it (a load, an input ack) until its own timeout.
+        Whichever comes first ends the wait: the answer, a dialog (`DialogOpen`: the user's turn), the session's end
+        (its refusal), or the bound (`TimeoutError`). An abandoned action may have partly happened."""
+        task = asyncio.ensure_future(call)
+        stops = [asyncio.ensure_future(session.ended.wait())]
+        # Only a dialog that opens during the call: one the probe already knew of may have closed a moment ago on
+        # another connection (the user answered it), and if it has not, the backend says so itself.
+        if not session.probe.dialog_open.is_set():
+            stops.append(asyncio.ensure_future(session.probe.dialog_open.wait()))
+        try:
+            done, _ = await asyncio.wait({task, *stops}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for stop in stops:
+                stop.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})
+        if task in done:
+            return task.result()
+        if session.invalid is not None:
+            raise Refusal(*session.invalid)
+        if len(stops) > 1 and stops[1] in done:
+            raise DialogOpen(session.probe.dialog or "dialog")
+        raise TimeoutError
+
+    def _backend_refusal(self, session: ComputerSession, exc: BackendError, reading: bool = False) -> Refusal:
+        code, message = reason_for(exc, reading=reading)
+        if code is ReasonCode.target_lost:
+            self.sessions.invalidate(session, code, message)
+        # The upstream's words may echo page text: they go to the log, never into a message the model reads.
+        log.info("backend refused %s: %s", exc.kind, " ".join(str(exc).split())[:500])
+        return Refusal(code, message)
+
+    async def _read(self, session: ComputerSession, read: Awaitable[T]) -> T:
+        try:
+            return await asyncio.wait_for(read, self.settings.observe_timeout)
+        except TargetGone:
+            self.sessions.invalidate(session, ReasonCode.target_lost, GONE)
+            raise Refusal(ReasonCode.target_lost, GONE) from None
+        except TimeoutError:
+            raise Refusal(ReasonCode.timeout, "the Page did not answer in time; nothing was done") from None
+        except DialogOpen:
+            raise Refusal(ReasonCode.needs_user, DIALOG_OPEN) from None
+        except CDPError:
+            log.warning("policy read failed", exc_info=True)
+            raise Refusal(
+                ReasonCode.stale_observation, "the runtime could not read the Page before acting; nothing was done"
+            ) from None

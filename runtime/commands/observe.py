@@ -1,0 +1,116 @@
+"""`observe`: a new frame of the session's Page from its backend, rendered within the observation cap, the
+viewport's elements first; after an act, only what changed when that is shorter."""
+
+from __future__ import annotations
+
+import asyncio
+
+from runtime.arguments import ComputerUseArgs
+from runtime.backend import BackendError, Failure, Snapshot
+from runtime.capability.host import PageContext
+from runtime.cdp import CDPError
+from runtime.commands.base import Command, Outcome, mark
+from runtime.failures import DIALOG_OPEN
+from runtime.models import ComputerUseResult
+from runtime.observation import render, render_delta
+from runtime.probe import DialogOpen, TargetGone
+from runtime.reasons import ReasonCode
+from runtime.session import ComputerSession, Frame
+from runtime.sessions import Refusal
+from runtime.viewport import IN_VIEW_JS, in_view_first
+
+STALE_DIALOG_READS = 5
+"""Snapshots asked again while an upstream still reports a dialog the runtime's probe saw close."""
+IN_VIEW_TIMEOUT = 2.0
+"""Seconds the probe may take to list the elements in the viewport; past it the frame stays in document order."""
+
+
+class Observing(Command):
+    async def _observe(self, session: ComputerSession, args: ComputerUseArgs, context: PageContext) -> Outcome:
+        if args.offset:
+            frame = session.latest
+            if frame is None or frame.id != args.frame_id:
+                raise Refusal(ReasonCode.stale_observation, "offset continues the latest frame; pass its frame_id")
+            return Outcome(self._observation(session, frame, args.offset))
+        return await self._observe_session(session, args.detail, context)
+
+    async def _observe_session(
+        self, session: ComputerSession, detail: str, context: PageContext, since: Frame | None = None
+    ) -> Outcome:
+        """A new frame of the session's Page; after an act (`since`: the frame the act was sent on), the result
+        tells what changed since, when that is shorter than the frame."""
+        timeout = self.settings.observe_timeout
+        try:
+            documents = session.gateway.documents
+            snapshot = await self._until_stopped(session, self._snapshot(session), timeout)
+            mark("backend_snapshot")
+            # The document the snapshot was read from: known if none replaced another during the read (a backend's
+            # first read is also when it first reads the frame tree, which is the gateway's first document).
+            read_one = session.gateway.documents - documents == 0 or session.gateway.documents == 1
+            document = session.gateway.document if read_one else None
+            image = None
+            if detail == "visual":
+                image = await self._until_stopped(session, session.screenshot(), timeout)
+                mark("backend_screenshot")
+        except TimeoutError:
+            raise Refusal(ReasonCode.timeout, "the Page did not answer the observation in time") from None
+        except DialogOpen:
+            raise Refusal(ReasonCode.needs_user, DIALOG_OPEN) from None
+        except BackendError as exc:
+            raise self._backend_refusal(session, exc, reading=True) from None
+        point_request = (context.turn, context.sequence + 1) if image is not None else None
+        frame = session.new_frame(snapshot, detail, point_request, document=document, since=since)
+        result = self._observation(session, frame, 0)
+        outcome = Outcome(result, image)
+        cap = self.settings.observation_tokens
+        changes = None
+        if since is not None and frame.delta is not None:
+            changes = render_delta(frame.snapshot, since.snapshot, frame.delta, detail, cap)
+        if changes is not None and len(changes) < len(result.observation or ""):
+            result.observation, result.next_offset = changes, None
+            outcome.changes_only = True
+        elif result.next_offset is not None:
+            frame.order = await self._in_view_first(session, frame)
+            if frame.order is not None:
+                outcome.result = self._observation(session, frame, 0)
+        mark("frame")
+        return outcome
+
+    @staticmethod
+    async def _in_view_first(session: ComputerSession, frame: Frame) -> list[int] | None:
+        """The frame's elements in the viewport first (`runtime/viewport.py`); None (document order) when the
+        probe cannot tell in time. Only the order of what is shown depends on it."""
+        try:
+            seen = await asyncio.wait_for(session.probe.evaluate(IN_VIEW_JS), IN_VIEW_TIMEOUT)
+        except (CDPError, TargetGone, DialogOpen, TimeoutError):
+            return None
+        if not isinstance(seen, dict) or not isinstance(seen.get("items"), list):
+            return None
+        return in_view_first(frame.upstream.elements, int(seen.get("total") or 0), seen["items"])
+
+    @staticmethod
+    async def _snapshot(session: ComputerSession) -> Snapshot:
+        """The backend's snapshot. An upstream that saw a dialog open may answer "dialog" a moment after the user
+        answered it (its close event still on the way); when the runtime's own probe knows no dialog is open, the
+        read is asked again, a bounded number of times. Only a read: nothing is ever sent twice to the Page."""
+        for _ in range(STALE_DIALOG_READS):
+            try:
+                return await session.backend.snapshot()
+            except BackendError as exc:
+                if exc.kind is not Failure.dialog or not await session.probe.dialog_closed():
+                    raise
+        return await session.backend.snapshot()
+
+    def _observation(self, session: ComputerSession, frame: Frame, offset: int) -> ComputerUseResult:
+        text, next_offset = render(
+            frame.snapshot, frame.detail, offset, cap=self.settings.observation_tokens, order=frame.order
+        )
+        return ComputerUseResult(
+            status="ok",
+            message=f"Observed with backend {session.backend_name}.",
+            computer_session_id=session.id,
+            frame_id=frame.id,
+            page=self.registry.info(session.page),
+            observation=text,
+            next_offset=next_offset,
+        )
