@@ -53,7 +53,7 @@ parity-doc: $(VENV_STAMP)
 	$(PY) -m suites.parity.ledger --write
 
 RAW_SNAPSHOTS := $(foreach b,playwright_mcp chrome_devtools_mcp,\
-  suites/backends/test_$(b)_backend.py::test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_tokens)
+  'suites/backends/test_backends.py::test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_tokens[$(b)-/catalogue/]')
 
 # Costs only: token budgets, act latency against the raw upstream side by side, and each scenario's cost per
 # backend (the parity tasks; their negative controls are skipped here, `make test` runs them).

@@ -33,11 +33,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Release proofs run on every chosen backend; one whose check stops before any backend call (and asserts
-    that: 0 CDP commands) is marked `before_any_backend` and runs once, on the first chosen backend."""
+    that: 0 CDP commands) is marked `before_any_backend` and runs once, on the first chosen backend. A flow only
+    some backends have is marked `backends(*names)` and runs on those of the chosen ones."""
     if "backend" in metafunc.fixturenames:
         chosen = metafunc.config.getoption("backend") or list(BACKENDS)
         if metafunc.definition.get_closest_marker("before_any_backend"):
             chosen = chosen[:1]
+        if only := metafunc.definition.get_closest_marker("backends"):
+            chosen = [name for name in chosen if name in only.args]
         metafunc.parametrize("backend", chosen)
 
 

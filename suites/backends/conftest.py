@@ -8,24 +8,32 @@ initial about:blank, anything left over) is closed through the lab's own hands, 
 
 from __future__ import annotations
 
-import asyncio
 import functools
+import json
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import allure
 import pytest
 
 from backends.chrome_devtools_mcp import ChromeDevToolsMCPBackend
+from backends.open_claude_chrome import OpenClaudeChromeBackend
 from backends.playwright_mcp import PlaywrightMCPBackend
 from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient, CDPError
 from lab.tap import CDPTap
 from lab.workspace import LabPage, Workspace
-from runtime.backend import Backend, BackendConfig, Snapshot
+from runtime.backend import Backend, BackendConfig, Element, Snapshot
 from runtime.gateway import ScopedGateway
-from runtime.models import Action
 from runtime.observation import render
+
+BACKEND_CLASSES: dict[str, type[Backend]] = {
+    "playwright_mcp": PlaywrightMCPBackend,
+    "chrome_devtools_mcp": ChromeDevToolsMCPBackend,
+    "open_claude_chrome": OpenClaudeChromeBackend,
+}
 
 
 def observation_of(snapshot: Snapshot) -> list[str]:
@@ -37,6 +45,24 @@ def observation_of(snapshot: Snapshot) -> list[str]:
         text, offset = render(snapshot, "interactive", offset)
         reads.append(text)
     return reads
+
+
+def by_name(elements: tuple[Element, ...], role: str, name: str) -> Element:
+    found = [e for e in elements if e.role == role and e.name == name]
+    assert len(found) == 1, f"expected one {role} {name!r}, got {found}"
+    return found[0]
+
+
+def page_calls(tap: CDPTap, page: LabPage) -> Counter[str]:
+    """The CDP calls the backend made on `page` since the tap was last cleared."""
+    return tap.by_target(label="backend").get(page.target_id, Counter())
+
+
+def figures(name: str, calls: dict[str, Counter[str]]) -> None:
+    """Attach a table of counts per flow to the report, and print it."""
+    table = {flow: {"total": sum(c.values()), **dict(c)} for flow, c in calls.items()}
+    allure.attach(json.dumps(table, indent=2), name, allure.attachment_type.JSON)
+    print(f"{name}: {json.dumps(table)}")
 
 
 async def page_targets(lab_cdp: CDPClient) -> set[str]:
@@ -55,26 +81,6 @@ async def close_pages_except(lab_cdp: CDPClient, keep: set[str]) -> None:
             destroyed.cancel()
             continue
         await destroyed
-
-
-async def cancel_a_held_navigation_then_navigate_again(backend: Backend, fixture_server: FixtureServer) -> None:
-    """The cancel check every adapter passes: a navigation the server holds is cancelled once its request has
-    arrived; the cancellation reaches the caller (no answer is invented), and the next navigation and read work on
-    the same backend (the held request is answered 503 by the server's reset after the test)."""
-    stall = fixture_server.stall("/stall/slow-page")  # registered before acting
-    call = asyncio.ensure_future(backend.act(Action(type="navigate", url=fixture_server.url("/stall/slow-page")), None))
-    try:
-        await stall.started()
-    finally:
-        call.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await call
-    assert stall.holding
-
-    await backend.act(Action(type="navigate", url=fixture_server.url("/dom_form/")), None)
-    snapshot = await backend.snapshot()
-    assert snapshot.url == fixture_server.url("/dom_form/")
-    assert any(e.role == "button" and e.name == "Save and continue" for e in snapshot.elements), snapshot.elements
 
 
 @pytest.fixture
@@ -106,6 +112,8 @@ async def playwright_backend(bound_page: LabPage, make_backend: MakeBackend) -> 
 
 
 MakeCDM = Callable[..., Awaitable[ChromeDevToolsMCPBackend]]
+MakeOCC = Callable[..., Awaitable[OpenClaudeChromeBackend]]
+MakeAdapter = Callable[..., Awaitable[Backend]]
 
 
 @pytest.fixture
@@ -135,10 +143,33 @@ async def behind_gateway(tap: CDPTap, tmp_path: Path, bound_page: LabPage) -> As
 
 @pytest.fixture
 def make_devtools_backend(behind_gateway: Callable[..., Any]) -> MakeCDM:
-    """`await make_cdm(**options)`: a started ChromeDevToolsMCPBackend behind the gateway (see `behind_gateway`)."""
+    """`await make_devtools_backend(**options)`: a started ChromeDevToolsMCPBackend behind the gateway."""
     return functools.partial(behind_gateway, ChromeDevToolsMCPBackend)
 
 
 @pytest.fixture
 async def devtools_backend(make_devtools_backend: MakeCDM) -> ChromeDevToolsMCPBackend:
     return await make_devtools_backend()
+
+
+@pytest.fixture
+def make_claude_backend(behind_gateway: Callable[..., Any]) -> MakeOCC:
+    """`await make_claude_backend(**options)`: a started backend behind the scoped gateway (see `behind_gateway`)."""
+    return functools.partial(behind_gateway, OpenClaudeChromeBackend)
+
+
+@pytest.fixture
+async def claude_backend(make_claude_backend: MakeOCC) -> OpenClaudeChromeBackend:
+    return await make_claude_backend()
+
+
+@pytest.fixture
+def make_adapter(backend: str, behind_gateway: Callable[..., Any]) -> MakeAdapter:
+    """`await make_adapter(**options)`: a started adapter of the backend the test is parametrized by (`backend`,
+    see `suites/conftest.py`), behind the gateway (see `behind_gateway`)."""
+    return functools.partial(behind_gateway, BACKEND_CLASSES[backend])
+
+
+@pytest.fixture
+async def adapter(make_adapter: MakeAdapter) -> Backend:
+    return await make_adapter()
