@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backends.open_claude_chrome.contract import ToolContract
+from backends.open_claude_chrome.refs import Mode
 from runtime.backend import BackendError, Element, Failure
 from runtime.capability.host import PageContext
 from runtime.commands.base import Outcome
@@ -131,13 +132,15 @@ def expose_upstream_tool(server: ComputerUseServer) -> None:
 class BlindRefContract(ToolContract):
     """Clicks a ref at the point it had when it was read, without re-checking that the element is still there."""
 
-    async def _point(self, coordinate: tuple[float, float] | None, ref: str | None) -> tuple[float, float]:
+    async def _point(
+        self, coordinate: tuple[float, float] | None, ref: str | None, mode: Mode = "point"
+    ) -> tuple[float, float]:
         if coordinate is None and ref is not None:
             identity = self.refs.get(ref)
             if identity.centre is None:
                 raise BackendError(Failure.element, f"{ref} had no box")
             return identity.centre
-        return await super()._point(coordinate, ref)
+        return await super()._point(coordinate, ref, mode)
 
 
 @dataclass(frozen=True)

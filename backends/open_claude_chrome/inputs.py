@@ -140,7 +140,7 @@ class Input(Navigation):
         if action == "scroll":
             return await self._scroll(coordinate, ref, scroll_direction, scroll_amount)
         if action in CLICKS or action == "hover":
-            point = await self._point(coordinate, ref)
+            point = await self._point(coordinate, ref, "point" if action == "hover" else "click")
             await self.cursor.show(*point)
             if action == "hover":
                 await self._mouse("mouseMoved", point, modifier_bits)
@@ -172,14 +172,18 @@ class Input(Navigation):
         if answer.get("x") is not None and answer.get("y") is not None:
             await self.cursor.show(answer["x"], answer["y"])
 
-    async def _point(self, coordinate: tuple[float, float] | None, ref: str | None) -> tuple[float, float]:
+    async def _point(
+        self, coordinate: tuple[float, float] | None, ref: str | None, mode: Mode = "point"
+    ) -> tuple[float, float]:
+        """Where to put the mouse: the coordinate, or the ref's centre re-checked (`click` also refuses a disabled
+        control; `point`, for hover, does not)."""
         if coordinate is not None:
             x, y = coordinate
             return float(x), float(y)
         if ref is None:
             raise BackendError(Failure.upstream, "a click needs a ref or a coordinate")
         identity = self.refs.get(ref)
-        answer = await self._recheck(ref, identity, "point")
+        answer = await self._recheck(ref, identity, mode)
         return float(answer["x"]), float(answer["y"])
 
     async def _mouse(

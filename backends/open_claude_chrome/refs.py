@@ -31,7 +31,7 @@ REF = re.compile(r"^ref_(\d+)$")
 
 WORLD_NAME = "computer_use_open_claude_chrome"
 
-Mode = Literal["point", "text", "select", "check", "scroll"]
+Mode = Literal["point", "click", "text", "select", "check", "scroll"]
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,11 @@ function (expected, mode, arg) {
     const b = box();
     return b ? answer(b) : {refused: 'it has no box on screen (hidden or empty)'};
   }
-  if (mode === 'point') {
+  if (mode === 'point' || mode === 'click') {
+    // A click on a disabled control does nothing in the page; say so, as Playwright's and Puppeteer's locators do.
+    if (mode === 'click' && (el.disabled === true || el.getAttribute('aria-disabled') === 'true')) {
+      return {refused: 'it is disabled'};
+    }
     const b = locate();
     if (!b) return {refused: 'it has no box on screen (hidden or empty)'};
     let hit = el.ownerDocument.elementFromPoint(b.x, b.y);

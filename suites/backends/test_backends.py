@@ -333,7 +333,6 @@ async def test_an_unknown_ref_is_refused_and_a_selector_is_an_element_error_that
     assert fixture_server.ledger.writes() == []
 
 
-@pytest.mark.backends(*CHILD_BACKENDS)
 @pytest.mark.parametrize("bound_page", ["/catalogue/"], indirect=True)
 @pytest.mark.req("adapter:element-errors")
 async def test_clicking_a_disabled_button_is_an_element_error_not_a_timeout(
