@@ -50,9 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -61,7 +59,7 @@ from backends.chrome_devtools_mcp.client import DevToolsClient
 from backends.chrome_devtools_mcp.errors import navigation_failure, upstream_error
 from backends.chrome_devtools_mcp.snapshot import UID, SnapshotFormatError, parse_snapshot
 from backends.common.child_backend import ChildBackend
-from backends.common.normalize import CHECKABLE_ROLES
+from backends.common.roles import CHECKABLE_ROLES
 from runtime.backend import BackendConfig, BackendError, Element, Failure, Snapshot
 from runtime.models import Action
 
@@ -100,10 +98,8 @@ class ChromeDevToolsMCPBackend(ChildBackend):
 
     # -- process -------------------------------------------------------------------------------------------------
 
-    def command(self) -> tuple[Path, list[str], dict[str, str]]:
-        """The executable, its flags and the env overrides of the child (the SDK adds PATH, LOGNAME, USER, ...)."""
-        wd = self.workdir
-        args = [
+    def flags(self) -> list[str]:
+        return [
             "--browserUrl",
             self.config.cdp_endpoint,
             "--no-usage-statistics",
@@ -120,19 +116,11 @@ class ChromeDevToolsMCPBackend(ChildBackend):
             "--screenshotFormat",
             "png",
             "--filesystemRoot",
-            str(wd / "files"),
+            str(self.workdir / "files"),
         ]
-        env = {
-            "HOME": str(wd / "home"),
-            "TMPDIR": str(wd / "tmp"),
-            "XDG_CACHE_HOME": str(wd / "cache"),
-            "XDG_CONFIG_HOME": str(wd / "config"),
-            "XDG_DATA_HOME": str(wd / "data"),
-            "XDG_RUNTIME_DIR": str(wd / "run"),
-            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-            **ENV,
-        }
-        return self.node_bin / EXECUTABLE, args, env
+
+    def upstream_env(self) -> dict[str, str]:
+        return ENV
 
     # -- calls ---------------------------------------------------------------------------------------------------
 

@@ -13,8 +13,10 @@ Only the JSON is parsed. The text is not a grammar: names and values are written
 The tree is Puppeteer's "interesting" AX tree with Chromium's role names; it is mapped onto the shared `AriaNode`
 vocabulary and normalized by `backends.common.normalize`, so the agent reads what it reads from the default backend:
 
-- `StaticText` -> a text node; `image` -> `img`; structural roles (`generic`, `none`, `LabelText`, ...) pass
-  through and only their children count; `LineBreak`/`ListMarker` are dropped;
+- Chromium's own role names become the shared vocabulary's (`backends.common.roles.shared_role`): `StaticText` ->
+  a text node, `image` -> `img`, a date, time or colour field -> `textbox` (its inner parts dropped); structural
+  roles (`generic`, `none`, `LabelText`, ...) pass through and only their children count; `LineBreak`/`ListMarker`
+  are dropped;
 - `checked`/`pressed` (`true` or `"mixed"`), `disabled`, `selected`, heading `level` -> attrs; `value` of a textbox,
   searchbox, spinbutton, slider or combobox -> its inline text (the current value);
 - the root `RootWebArea` gives url and title; a frame's own `RootWebArea` (inside an `Iframe`) is a container.
@@ -35,16 +37,14 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from backends.common.normalize import FIELD_ROLES, INTERACTIVE_ROLES, VALUE_ROLES, AriaNode, compact, normalize
+from backends.common.normalize import AriaNode, compact, normalize
+from backends.common.roles import FIELD_ROLES, INTERACTIVE_ROLES, SKIPPED_ROLES, VALUE_ROLES, shared_role
 from runtime.backend import Snapshot
 
 __all__ = ["UID", "SnapshotFormatError", "nodes_of", "parse_snapshot", "parse_tree"]
 
 UID = re.compile(r"^\d+_\d+$")
 """The upstream's uid syntax. The adapter sends nothing else as a uid."""
-
-ROLE_MAP = {"image": "img", "StaticText": "text", "RootWebArea": "document", "Iframe": "iframe"}
-DROPPED_ROLES = frozenset({"LineBreak", "ListMarker", "InlineTextBox"})
 
 
 class SnapshotFormatError(ValueError):
@@ -97,10 +97,10 @@ def _convert(tree: Mapping[str, Any], ambiguous: set[str]) -> AriaNode | None:
     while stack:
         node, depth, parent, done = stack.pop()
         raw_role = node.get("role")
-        if not isinstance(raw_role, str) or raw_role in DROPPED_ROLES:
+        if not isinstance(raw_role, str) or raw_role in SKIPPED_ROLES:
             converted[id(node)] = None
             continue
-        role = "textbox" if raw_role in FIELD_ROLES else ROLE_MAP.get(raw_role, raw_role)
+        role = shared_role(raw_role)
         name = _str(node.get("name"))
         uid = node.get("id")
         if not isinstance(uid, str) or not UID.fullmatch(uid):

@@ -5,8 +5,9 @@ child must offer every allowlisted tool. A failed or cancelled start leaves noth
 whatever happens to it. Once the bound page is gone (the runtime's `config.target_state()` says so, or an answer
 did), the loss is sticky: nothing more goes upstream.
 
-A subclass names its upstream (`EXECUTABLE`, `CLIENT` bound to its allowlist, `PRIVATE_DIRS`), builds its flags
-and environment (`command()`, with a private HOME), and owns its calls.
+A subclass names its upstream (`EXECUTABLE`, `CLIENT` bound to its allowlist, `PRIVATE_DIRS`), gives its flags
+(`flags()`) and its own environment variables (`upstream_env()`), and owns its calls. The private HOME, TMPDIR and
+XDG_* directories and PATH are set here, from `PRIVATE_DIRS`, the same for every child.
 """
 
 from __future__ import annotations
@@ -20,6 +21,16 @@ from backends.common.child import ChildClient
 from runtime.backend import BackendConfig, BackendError, Failure
 
 NODE_BIN_ENV = "COMPUTER_USE_NODE_BIN"
+PRIVATE_ENV = {
+    "home": "HOME",
+    "tmp": "TMPDIR",
+    "cache": "XDG_CACHE_HOME",
+    "config": "XDG_CONFIG_HOME",
+    "data": "XDG_DATA_HOME",
+    "run": "XDG_RUNTIME_DIR",
+}
+"""The environment variable that points the child at each private directory of `PRIVATE_DIRS` that has one."""
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 def node_bin() -> Path:
@@ -39,7 +50,8 @@ class ChildBackend:
     CLIENT: ClassVar[Callable[..., ChildClient]]
     """The child owner bound to this upstream's allowlist: `CLIENT(executable, args, **options)`."""
     PRIVATE_DIRS: ClassVar[tuple[str, ...]]
-    """Directories created in the workdir before start (HOME, TMPDIR, XDG_* and the upstream's own)."""
+    """Directories created in the workdir before start: those of `PRIVATE_ENV` the child gets (`home` at least, the
+    child's pid is found by its HOME), and the upstream's own."""
 
     def __init__(self, config: BackendConfig, *, call_timeout: float, start_timeout: float) -> None:
         self.config = config
@@ -51,8 +63,19 @@ class ChildBackend:
         self._lost: str | None = None  # sticky: once the bound page is gone, nothing more goes upstream
 
     def command(self) -> tuple[Path, list[str], dict[str, str]]:
-        """The executable, its flags and the env overrides of the child (the SDK adds PATH, LOGNAME, USER, ...)."""
+        """The executable, its flags and the env overrides of the child (the SDK adds LOGNAME, USER, ...): each
+        private directory's variable, PATH, and the upstream's own."""
+        env = {var: str(self.workdir / sub) for sub, var in PRIVATE_ENV.items() if sub in self.PRIVATE_DIRS}
+        env["PATH"] = os.environ.get("PATH", DEFAULT_PATH)
+        return self.node_bin / self.EXECUTABLE, self.flags(), env | self.upstream_env()
+
+    def flags(self) -> list[str]:
+        """The child's command-line flags."""
         raise NotImplementedError
+
+    def upstream_env(self) -> dict[str, str]:
+        """Environment variables of this upstream's own (telemetry off, its socket directory, ...)."""
+        return {}
 
     def _prepare(self) -> None:
         """Anything else the command needs before it is built (called once per start)."""

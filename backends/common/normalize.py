@@ -8,9 +8,10 @@ of `AriaNode`s; everything after that is here, so the agent reads the same text-
   next to its own control, and repeated lines, dropped;
 - a select's options are readable as text; nothing under `aria-hidden` counts.
 
-An `AriaNode` carries Playwright's vocabulary: `attrs` holds `ref`, `checked` (`""` or `"mixed"`), `disabled`,
-`selected`, `pressed`, `level`, `aria-hidden`; `text` is the node's single inline text (a textbox's value, a
-button's label); role `text` is a text node.
+Which roles are elements, values, checked states or named containers is the one vocabulary of
+`backends.common.roles`. An `AriaNode` carries Playwright's vocabulary: `attrs` holds `ref`, `checked` (`""` or
+`"mixed"`), `disabled`, `selected`, `pressed`, `level`, `aria-hidden`; `text` is the node's single inline text (a
+textbox's value, a button's label); role `text` is a text node.
 """
 
 from __future__ import annotations
@@ -19,66 +20,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from backends.common.roles import CHECKABLE_ROLES, INTERACTIVE_ROLES, LIVE_ROLES, NAMED_TEXT_ROLES, VALUE_ROLES
 from runtime.backend import Element, Snapshot
-
-INTERACTIVE_ROLES = frozenset(
-    {
-        "button",
-        "link",
-        "textbox",
-        "searchbox",
-        "checkbox",
-        "radio",
-        "combobox",
-        "listbox",
-        "option",
-        "menuitem",
-        "menuitemcheckbox",
-        "menuitemradio",
-        "tab",
-        "switch",
-        "slider",
-        "spinbutton",
-        "treeitem",
-        "gridcell",
-    }
-)
-FIELD_ROLES = frozenset({"Date", "DateTime", "InputTime"})
-"""Chromium's own roles for `<input type=date|datetime-local|time>`, listed as one `textbox` with its label, the way
-`@playwright/mcp` lists it. chrome-devtools-mcp also lists the browser's own parts of the field (Month, Day and Year
-spinbuttons, each named twice, and a "Show date picker" button), which no page made and no other backend shows."""
-# Roles whose state is a checked flag; absent [checked] means unchecked.
-CHECKABLE_ROLES = frozenset({"checkbox", "radio", "switch", "menuitemcheckbox", "menuitemradio"})
-# Roles whose single text child is the current value, not a label.
-VALUE_ROLES = frozenset({"textbox", "searchbox", "spinbutton", "slider", "combobox"})
-# Container roles whose accessible name is worth keeping as text (it labels what follows).
-NAMED_TEXT_ROLES = frozenset(
-    {
-        "group",
-        "radiogroup",
-        "region",
-        "dialog",
-        "alertdialog",
-        "alert",
-        "status",
-        "log",
-        "note",
-        "tooltip",
-        "table",
-        "figure",
-        "img",
-        "tabpanel",
-        "cell",
-        "columnheader",
-        "rowheader",
-        "caption",
-        "term",
-        "definition",
-        "blockquote",
-        "math",
-    }
-)
-LIVE_ROLES = frozenset({"status", "alert", "log"})
 
 _NOISE = re.compile(r"^[\W_]{0,2}$")  # separators such as "·", "›", "|"
 

@@ -17,37 +17,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from backends.common.roles import (
+    CHECKABLE_ROLES,
+    INTERACTIVE_ROLES,
+    LIVE_ROLES,
+    NAMED_TEXT_ROLES,
+    SKIPPED_ROLES,
+    VALUE_ROLES,
+    shared_role,
+)
 from backends.open_claude_chrome.session import PageSession, ProtocolError
 
-INTERACTIVE_ROLES = frozenset(
-    {
-        "button",
-        "link",
-        "textbox",
-        "searchbox",
-        "checkbox",
-        "radio",
-        "combobox",
-        "listbox",
-        "option",
-        "menuitem",
-        "menuitemcheckbox",
-        "menuitemradio",
-        "tab",
-        "switch",
-        "slider",
-        "spinbutton",
-        "treeitem",
-        "ColorWell",
-        "Date",
-        "DateTime",
-        "InputTime",
-    }
-)
-CHECKABLE_ROLES = frozenset({"checkbox", "radio", "switch", "menuitemcheckbox", "menuitemradio"})
-VALUE_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton", "slider", "Date", "DateTime", "InputTime"})
-SKIPPED_ROLES = frozenset({"InlineTextBox", "ListMarker", "LineBreak"})
-"""Never shown: the text they carry is already their parent's."""
 TRANSPARENT_ROLES = frozenset(
     {
         "generic",
@@ -69,33 +49,6 @@ TRANSPARENT_ROLES = frozenset(
 )
 """Wrappers shown only when they carry a name of their own; their children move up a level."""
 TEXT_ROLE = "StaticText"
-NAMED_TEXT_ROLES = frozenset(
-    {
-        "group",
-        "radiogroup",
-        "region",
-        "dialog",
-        "alertdialog",
-        "alert",
-        "status",
-        "log",
-        "note",
-        "tooltip",
-        "table",
-        "figure",
-        "image",
-        "img",
-        "tabpanel",
-        "cell",
-        "columnheader",
-        "rowheader",
-        "caption",
-        "term",
-        "definition",
-        "math",
-    }
-)
-LIVE_ROLES = frozenset({"status", "alert", "log"})
 
 
 @dataclass(eq=False)
@@ -114,8 +67,14 @@ class AXItem:
     parent: AXItem | None = None
 
     @property
+    def shared_role(self) -> str:
+        """Its role in the one vocabulary every backend lists (`backends.common.roles`); `role` keeps Chromium's
+        word, which the contract's own answers show."""
+        return shared_role(self.role)
+
+    @property
     def interactive(self) -> bool:
-        if self.ignored or self.role not in INTERACTIVE_ROLES:
+        if self.ignored or self.shared_role not in INTERACTIVE_ROLES:
             return False
         # A native select's options are its value, not controls of their own.
         return not (self.role == "option" and self.parent is not None and self.parent.role == "MenuListPopup")
@@ -128,7 +87,7 @@ class AXItem:
         if state in ("true", True):
             return True
         if state in ("false", False):
-            return False if self.role in CHECKABLE_ROLES or "pressed" in self.props else None
+            return False if self.shared_role in CHECKABLE_ROLES or "pressed" in self.props else None
         return None
 
     @property
@@ -137,7 +96,7 @@ class AXItem:
 
     @property
     def shown_value(self) -> str | None:
-        if self.role in VALUE_ROLES and self.value not in (None, ""):
+        if self.shared_role in VALUE_ROLES and self.value not in (None, ""):
             return str(self.value)
         return None
 
@@ -457,7 +416,7 @@ def text_lines(read: PageRead) -> list[str]:
             elif item.role == TEXT_ROLE:
                 add(item.name)
             else:
-                if item.name and item.role in NAMED_TEXT_ROLES:
+                if item.name and item.shared_role in NAMED_TEXT_ROLES:
                     add((f"[{item.role}] " if item.role in LIVE_ROLES else "") + item.name)
                 stack.extend((child, False) for child in reversed(item.children))
 

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.common.normalize import FIELD_ROLES, MAX_ELEMENTS
+from backends.common.normalize import MAX_ELEMENTS
+from backends.common.roles import shared_role
 from backends.open_claude_chrome.contract import ToolContract
 from backends.open_claude_chrome.refs import REF
 from backends.open_claude_chrome.session import PageSession
@@ -101,7 +102,7 @@ class OpenClaudeChromeBackend:
         elements = tuple(
             Element(
                 ref=node.ref,
-                role="textbox" if node.role in FIELD_ROLES else node.role,  # the contract keeps Chromium's word
+                role=shared_role(node.role),  # the contract keeps Chromium's word; the agent reads the one vocabulary
                 name=node.name,
                 value=node.value,
                 checked=node.checked,

@@ -59,6 +59,7 @@ class PlaywrightMCPBackend(ChildBackend):
     EXECUTABLE = EXECUTABLE
     CLIENT = PlaywrightClient
     PRIVATE_DIRS = ("home", "tmp", "cache", "config", "data", "output")
+    """`tmp` takes node's temp files, `cache` its registry file (ms-playwright/b/), `output` what it saves."""
 
     def __init__(
         self,
@@ -77,10 +78,8 @@ class PlaywrightMCPBackend(ChildBackend):
 
     # -- process -------------------------------------------------------------------------------------------------
 
-    def command(self) -> tuple[Path, list[str], dict[str, str]]:
-        """The executable, its flags and the env overrides of the child (the SDK adds PATH, LOGNAME, USER, ...)."""
-        wd = self.workdir
-        args = [
+    def flags(self) -> list[str]:
+        return [
             "--cdp-endpoint",
             self.config.cdp_endpoint,
             "--caps",
@@ -93,7 +92,7 @@ class PlaywrightMCPBackend(ChildBackend):
             "--image-responses",
             "allow",
             "--output-dir",
-            str(wd / "output"),
+            str(self.workdir / "output"),
             "--output-max-size",
             str(32 * 1024 * 1024),
             "--timeout-action",
@@ -103,18 +102,13 @@ class PlaywrightMCPBackend(ChildBackend):
             "--cdp-timeout",
             str(int(min(self.start_timeout, self.call_timeout) * 1000)),
         ]
-        env = {
-            "HOME": str(wd / "home"),
-            "TMPDIR": str(wd / "tmp"),  # node's temp files
-            "XDG_CACHE_HOME": str(wd / "cache"),  # its registry file (ms-playwright/b/)
-            "XDG_CONFIG_HOME": str(wd / "config"),
-            "XDG_DATA_HOME": str(wd / "data"),
+
+    def upstream_env(self) -> dict[str, str]:
+        return {
             # Its unix socket (`browser/*.sock`); $TMPDIR/pw-<hash> unless set. Must stay short (see _prepare()).
-            "PWTEST_SOCKETS_DIR": str(self._sockets_dir or wd / "s"),
-            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            "PWTEST_SOCKETS_DIR": str(self._sockets_dir or self.workdir / "s"),
             "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1",
         }
-        return self.node_bin / EXECUTABLE, args, env
 
     def _prepare(self) -> None:
         self._sockets_dir = self.workdir / "s"

@@ -803,6 +803,16 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "upstream error texts map to the error kinds (lost, timeout, element, dialog, other)",
     ),
     _req("adapter:parser", "three-backends", "the snapshot parser reads captured answers exactly"),
+    _req(
+        "adapter:one-role-vocabulary",
+        "a-house-easy-to-live-in",
+        "every backend lists elements in one role vocabulary: a colour, date or time field is a textbox with its "
+        "value, a grid's cell a gridcell; an image's name is text",
+        notes={
+            CDM: "the upstream leaves out what nothing in it can focus (Puppeteer's interesting-only tree): a grid "
+            "cell without a tabindex is its text only, a named blockquote's name is not read",
+        },
+    ),
     # -- the lab and pure rules ----------------------------------------------------------------------------------
     _req("lab:browser", "instruments", "Chromium launches and closes cleanly, or says in one line why not"),
     _req("lab:costs", "budgets", "the cost summary flags every figure above its budget"),
