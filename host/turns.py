@@ -41,7 +41,7 @@ from host.providers.base import (
 from runtime.capability.host import Host, ProviderRequest, Turn
 from runtime.client import HostedClient
 from runtime.mcp.server import TOOL
-from runtime.models import ComputerUseResult
+from runtime.models import ComputerUseResult, as_text, from_text
 from runtime.registry.registry import PageRegistry
 
 log = logging.getLogger(__name__)
@@ -127,8 +127,7 @@ def describe_call(arguments: dict[str, Any]) -> str:
 def _result_of(raw: CallToolResult) -> tuple[ComputerUseResult, Image | None]:
     data = raw.structured_content
     if data is None:
-        text = next((c.text for c in raw.content if isinstance(c, TextContent)), "{}")
-        data = json.loads(text)
+        data = from_text(next((c.text for c in raw.content if isinstance(c, TextContent)), "{}"))
     image = next((c for c in raw.content if isinstance(c, ImageContent)), None)
     return (
         ComputerUseResult.model_validate(data),
@@ -394,7 +393,7 @@ class Conversation:
                 "summary": clip(result.message) if result.status == "ok" else "",
             }
         )
-        text = json.dumps(result.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+        text = as_text(result.model_dump(mode="json", exclude_none=True))
         tool_result = ToolResult(call.id, text, image=image, is_error=result.status == "failed")
         # Only the handle goes back to the model as the user's words: a Page's title is the Page's to choose.
         return tool_result, (handle or "the Page") if result.status == "needs_user" else None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -24,7 +23,7 @@ from runtime.app import Runtime
 from runtime.capability.host import ProviderRequest, Turn
 from runtime.client import HostedClient
 from runtime.mcp.server import ComputerUseServer, build_server
-from runtime.models import ComputerUseResult, Page
+from runtime.models import ComputerUseResult, Page, from_text
 
 BACKENDS = ("playwright_mcp", "chrome_devtools_mcp", "open_claude_chrome")
 
@@ -124,7 +123,7 @@ class Agent:
         request = request or await self.desk.request()
         raw = await self.client.call(request, **arguments)
         text = raw.content[0].text if raw.content and raw.content[0].type == "text" else ""
-        seen = Seen.model_validate(raw.structured_content or json.loads(text))
+        seen = Seen.model_validate(raw.structured_content or from_text(text))
         seen.content = text
         seen.image = any(part.type == "image" for part in raw.content)
         session = seen.computer_session_id

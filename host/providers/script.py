@@ -36,6 +36,7 @@ from host.providers.base import (
     ToolResults,
     ToolSpec,
 )
+from runtime.models import from_text
 
 MAX_BYTES = 1_000_000
 MAX_STEPS = 1000
@@ -126,12 +127,12 @@ class _Seen:
 
 
 def _parse_result(text: str) -> dict[str, Any] | None:
+    """The result a tool answer's text carries (`runtime.models.as_text`); only element lines are read from its
+    observation, so a note the host appended after it (the image placeholder) is harmless."""
     try:
-        # raw_decode: the host may have appended a note (e.g. the image placeholder) after the JSON.
-        data, _ = json.JSONDecoder().raw_decode(text.lstrip())
-    except json.JSONDecodeError:
+        return from_text(text.lstrip())
+    except ValueError:  # json.JSONDecodeError included
         return None
-    return data if isinstance(data, dict) else None
 
 
 def _history(transcript: Sequence[Entry]) -> list[_Seen]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import inspect
-import json
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
@@ -26,7 +25,7 @@ from pydantic import Field, ValidationError
 from runtime.arguments import Command, ComputerUseArgs, Detail, Id
 from runtime.capability.verifier import UNIDENTIFIED
 from runtime.mcp.schema import compact
-from runtime.models import Action, Assertion, ComputerUseResult
+from runtime.models import Action, Assertion, ComputerUseResult, as_text
 from runtime.models.action import MAX_SHORT
 from runtime.reasons import ReasonCode
 from runtime.service import ComputerUseService, Outcome
@@ -52,7 +51,7 @@ def _to_call_result(outcome: Outcome) -> CallToolResult:
     # Absent rather than null: the published schema (compacted) types optional fields without null. A field at its
     # default (no screenshot attached) is absent too: every result is paid for in the model's context.
     data = result.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-    content: list[Any] = [TextContent(type="text", text=json.dumps(data, ensure_ascii=False))]
+    content: list[Any] = [TextContent(type="text", text=as_text(data))]
     if outcome.image is not None:
         content.append(ImageContent(type="image", data=base64.b64encode(outcome.image).decode(), mime_type="image/png"))
     return CallToolResult(content=content, structured_content=data, is_error=result.status == "failed")

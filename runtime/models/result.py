@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
@@ -56,3 +58,22 @@ class ComputerUseResult(BaseModel):
     def fail(cls, code: ReasonCode, message: str, hint: str | None = None, **fields: object) -> ComputerUseResult:
         status: Status = "needs_user" if code is ReasonCode.needs_user else "failed"
         return cls(status=status, reason_code=code, message=message, hint=hint or HINTS[code], **fields)  # type: ignore[arg-type]
+
+
+def as_text(data: Mapping[str, Any]) -> str:
+    """A result as a model reads it (the text content block): the envelope's JSON without `observation`, then the
+    observation as it is, on the lines after the JSON. Inside the JSON every quote and line break of an element line
+    would be escaped (`\\"`, `\\n`), and the escapes cost tokens on every line of every observation."""
+    header = json.dumps({key: value for key, value in data.items() if key != "observation"}, ensure_ascii=False)
+    observation = data.get("observation")
+    return header if observation is None else f"{header}\n{observation}"
+
+
+def from_text(text: str) -> dict[str, Any]:
+    """`as_text` read back: the envelope, with what follows its JSON line as the observation."""
+    data, end = json.JSONDecoder().raw_decode(text)
+    if not isinstance(data, dict):
+        raise ValueError("a result's text starts with a JSON object")
+    if text[end : end + 1] == "\n" and "observation" not in data:
+        data["observation"] = text[end + 1 :]
+    return data

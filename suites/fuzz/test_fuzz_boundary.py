@@ -43,7 +43,7 @@ from runtime.capability.host import ProviderRequest
 from runtime.capability.token import new_secret, open_token, sign
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.mcp.server import TOOL, build_server
-from runtime.models import ComputerUseResult
+from runtime.models import ComputerUseResult, from_text
 from runtime.reasons import ReasonCode
 from runtime.service import ComputerUseService, Outcome, Settings
 from suites.fuzz.conftest import DEFAULT_EXAMPLES, FuzzBudget
@@ -71,7 +71,7 @@ def check_envelope(raw: CallToolResult) -> ComputerUseResult:
     texts = [c for c in raw.content if isinstance(c, TextContent)]
     assert isinstance(raw.structured_content, dict), f"no structured envelope: {raw.content!r:.500}"
     assert len(texts) == 1, f"{len(texts)} text contents instead of one envelope"
-    assert json.loads(texts[0].text) == raw.structured_content, "the text and structured envelopes differ"
+    assert from_text(texts[0].text) == raw.structured_content, "the text and structured envelopes differ"
     try:
         raw.model_dump_json(by_alias=True)  # what stdio and HTTP write: UTF-8 JSON
     except ValueError as exc:

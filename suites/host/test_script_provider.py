@@ -1,7 +1,8 @@
 """The script provider: a task file's steps, their references resolved against realistic earlier results.
 
 The results in these transcripts are `ComputerUseResult`s serialized exactly as the host's agent loop puts them in
-the transcript (the JSON of the result, with the image placeholder appended once the model has seen its image).
+the transcript (`runtime.models.as_text`: the JSON of the result, its observation on the lines after, and the image
+placeholder appended once the model has seen its image).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from host.providers.base import (
     UserText,
 )
 from host.providers.script import FINAL, MAX_BYTES, ScriptProvider
-from runtime.models import ComputerUseResult, PageInfo
+from runtime.models import ComputerUseResult, PageInfo, as_text
 
 pytestmark = pytest.mark.req("provider:script")
 
@@ -80,7 +81,7 @@ def verified(session: str = "cs-71") -> ComputerUseResult:
 
 
 def text_of(result: ComputerUseResult) -> str:
-    return json.dumps(result.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+    return as_text(result.model_dump(mode="json", exclude_none=True))
 
 
 class Run:

@@ -32,7 +32,7 @@ from runtime.app import Runtime
 from runtime.capability.host import ProviderRequest
 from runtime.client import HostedClient
 from runtime.gateway import ScopedGateway
-from runtime.models import ComputerUseResult
+from runtime.models import ComputerUseResult, from_text
 from runtime.service import Settings
 from suites.harness import Agent, Desk, client_in_task
 from suites.isolation.test_isolation import SCENARIOS, observe_act_verify_on_a
@@ -68,7 +68,7 @@ class RecordingAgent(Agent):
         request = request or await self.desk.request()
         raw = await self.client.call(request, **arguments)
         self.results.append(raw.model_dump_json())
-        return ComputerUseResult.model_validate(raw.structured_content or json.loads(raw.content[0].text))
+        return ComputerUseResult.model_validate(raw.structured_content or from_text(raw.content[0].text))
 
 
 @pytest.fixture

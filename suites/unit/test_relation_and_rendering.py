@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from lab.tokens import count_text
 from runtime.backend import Element, Snapshot
 from runtime.cli import main as cli
-from runtime.models import ComputerUseResult, PageInfo
+from runtime.models import ComputerUseResult, PageInfo, as_text, from_text
 from runtime.models.page import Geometry
 from runtime.observation import OBSERVATION_TOKENS, clean, element_line, estimate, quote, render
 from runtime.registry.relation import relation
@@ -134,6 +136,25 @@ def test_page_info_and_results_always_encode_as_utf8() -> None:
     result = ComputerUseResult(status="ok", message="m", pages=[info], observation="x\udc80")
     result.message = "y\ud800"
     result.model_dump_json().encode("utf-8")
+
+
+@pytest.mark.req("unit:rendering")
+def test_the_text_a_model_reads_carries_the_observation_unescaped_and_reads_back_to_the_same_result() -> None:
+    own = Snapshot(
+        "u", 'a "quoted" title', "x", tuple(Element(f"e{i}", "link", f'Item "{i}" — 4.5★') for i in range(50))
+    )
+    frame = Frame("f1", view(own, "qfz"), "interactive", own)
+    observation, _ = render(frame.snapshot, "interactive")
+    data = ComputerUseResult(status="ok", frame_id="f1", observation=observation).model_dump(
+        mode="json", exclude_none=True, exclude_defaults=True
+    )
+    text = as_text(data)
+    assert observation in text  # verbatim: no \" or \n escapes on its element lines
+    assert from_text(text) == data
+    for bare in ({"status": "ok"}, {"status": "ok", "observation": ""}):
+        assert from_text(as_text(bare)) == bare
+    escaped = json.dumps(data, ensure_ascii=False)
+    assert count_text(text) < count_text(escaped) * 0.95, (count_text(text), count_text(escaped))
 
 
 @pytest.mark.parametrize("command", [["serve", "--launch"], ["app"]])
