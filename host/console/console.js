@@ -389,6 +389,14 @@
   }
 
   function setSettings(event) {
+    // The installed backends, as the app lists them (a backend installed later appears without a console change).
+    if (Array.isArray(event.backends)) {
+      const names = event.backends.map(String);
+      const shown = Array.from(backendSelect.options, (option) => option.value);
+      if (names.join("\n") !== shown.join("\n")) {
+        backendSelect.replaceChildren(...names.map((name) => Object.assign(el("option", "", name), {value: name})));
+      }
+    }
     if (event.backend) backendSelect.value = event.backend;
   }
 

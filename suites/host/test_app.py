@@ -27,6 +27,7 @@ from host.turns import Conversation
 from lab.cdp import CDPClient
 from lab.processes import command_line, processes
 from lab.tap import CDPTap
+from runtime.app import installed_backends
 from runtime.capability.host import ProviderRequest
 from runtime.capability.token import CapabilityError, open_token
 from runtime.client import HostedClient
@@ -460,7 +461,10 @@ async def test_the_backend_setting_is_saved_and_moves_only_new_sessions(
 ) -> None:
     app = await start_app(script=write_task(tmp_path, BACKEND_STEPS))
     console = await console_of(app)
-    assert await console.evaluate("document.getElementById('backend').value") == "playwright_mcp"
+    # The menu lists the installed backends the app announces (its settings event), the saved one chosen.
+    await console.until("document.getElementById('backend').value === 'playwright_mcp'")
+    options = await console.evaluate("Array.from(document.getElementById('backend').options, (o) => o.value)")
+    assert options == list(installed_backends())
     handle = await open_fixture(console, fixture_server, "/login/", "left", "Sign in")
     mark = len(app.events.events)
     await console.send("Sign me in.", [handle])
