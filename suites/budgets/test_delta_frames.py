@@ -17,7 +17,8 @@ import pytest
 
 from fixtures_sites.server import FixtureServer
 from lab.tokens import count_text
-from runtime import delta, service
+from runtime import delta
+from runtime.commands import observe
 from suites.harness import Agent, Desk, Seen, ref_of
 from suites.proofs import record_cost
 
@@ -72,7 +73,7 @@ async def test_an_act_that_changes_one_element_of_the_catalogue_is_answered_in_a
 async def test_the_act_budget_check_catches_an_act_answered_with_the_whole_frame(
     one_page_desk, agent: Agent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(service, "render_delta", lambda *args: None)  # a runtime that never tells only changes
+    monkeypatch.setattr(observe, "render_delta", lambda *args: None)  # a runtime that never tells only changes
     typed = await type_into_search(one_page_desk, agent)
     with pytest.raises(AssertionError, match="the act's answer costs"):
         assert_within_act_budget(typed)

@@ -23,7 +23,8 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.tokens import count_text
 from lab.workspace import Workspace
-from runtime import observation, service
+from runtime import observation
+from runtime.commands import observe
 from runtime.observation import OBSERVATION_TOKENS
 from runtime.viewport import IN_VIEW_JS, IN_VIEW_MAX
 from suites.budgets.test_realistic_pages import read_all
@@ -106,7 +107,7 @@ async def test_a_page_that_does_not_fit_is_read_from_its_viewport_first_within_t
 async def test_the_viewport_check_catches_a_runtime_that_keeps_document_order(
     one_page_desk, agent: Agent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(service, "in_view_first", lambda *args: None)
+    monkeypatch.setattr(observe, "in_view_first", lambda *args: None)
     first, in_view = await observe_scrolled(one_page_desk, agent)
     with pytest.raises(AssertionError, match="is not in view"):
         assert_in_view_first(first, in_view)

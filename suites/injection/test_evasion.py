@@ -16,6 +16,7 @@ import pytest
 
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
+from runtime.commands import act
 from runtime.policy import needs_user
 from suites.harness import Agent, ref_of
 from suites.proofs import assert_handed_over, assert_no_runtime_calls, assert_no_writes
@@ -249,13 +250,11 @@ class TestWithoutTheCommitRead:
 
     @pytest.fixture(autouse=True)
     def blind_policy(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import runtime.service
-
         def structure_only(action, reading, structure, authorized_url):
             reading.targets.clear()
             return needs_user(action, reading, structure, authorized_url)
 
-        monkeypatch.setattr(runtime.service, "needs_user", structure_only)
+        monkeypatch.setattr(act, "needs_user", structure_only)
 
     @pytest.mark.negative_control
     @pytest.mark.req("policy:press-commits", "policy:select-commits")
