@@ -31,7 +31,7 @@ from runtime.app import installed_backends
 from runtime.capability.host import ProviderRequest
 from runtime.capability.token import CapabilityError, open_token
 from runtime.client import HostedClient
-from runtime.models import ComputerUseResult
+from runtime.models import ComputerUseResult, from_text
 from suites.host.conftest import Console, StartApp, call, turn_ended, until_event, write_task
 from suites.host.wire import API_KEY, Call, Failure, Hang, Reply, StandIn, images
 from suites.proofs import assert_untouched
@@ -60,7 +60,7 @@ def target_of(app: HostApp, handle: str) -> str:
 
 def results(transcript: list[Entry]) -> list[ComputerUseResult]:
     return [
-        ComputerUseResult.model_validate_json(result.text)
+        ComputerUseResult.model_validate(from_text(result.text))
         for entry in transcript
         if isinstance(entry, ToolResults)
         for result in entry.results

@@ -39,7 +39,7 @@ from host.providers.base import (
 from host.providers.openai import OpenAIProvider
 from runtime.capability.token import Claims, new_secret, sign
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
-from runtime.models import ComputerUseResult, PageInfo
+from runtime.models import ComputerUseResult, PageInfo, as_text
 from suites.harness import tools_only_server
 from suites.host.wire import (
     API_KEY,
@@ -79,7 +79,7 @@ def page(handle: str = "p1", title: str = "Subscribe", url: str = "http://127.0.
 
 def result_text(result: ComputerUseResult) -> str:
     """A result as the host's agent loop puts it in the transcript."""
-    return json.dumps(result.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+    return as_text(result.model_dump(mode="json", exclude_none=True))
 
 
 LIST = ToolCall("call_list", "computer_use", {"command": "list_pages"})
