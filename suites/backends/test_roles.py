@@ -9,17 +9,12 @@ and open_claude_chrome listed no grid cell (a calendar's day in a date picker is
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 from aiohttp import web
 
-from backends.chrome_devtools_mcp import ChromeDevToolsMCPBackend
-from backends.open_claude_chrome import OpenClaudeChromeBackend
-from backends.playwright_mcp import PlaywrightMCPBackend
 from fixtures_sites.server import FixtureServer
 from runtime.models import Action
+from suites.backends.conftest import MakeAdapter
 
 pytestmark = pytest.mark.req("adapter:one-role-vocabulary")
 
@@ -56,22 +51,17 @@ async def page(request: web.Request) -> web.Response:
 
 
 async def test_every_backend_lists_colour_date_and_time_fields_and_grid_cells_alike_and_reads_an_image_s_name(
-    behind_gateway: Callable[..., Any], fixture_server: FixtureServer
+    backend: str, make_adapter: MakeAdapter, fixture_server: FixtureServer
 ) -> None:
     fixture_server.set_route(PATH, page)
-    for backend_class in (PlaywrightMCPBackend, ChromeDevToolsMCPBackend, OpenClaudeChromeBackend):
-        backend = await behind_gateway(backend_class)
-        try:
-            await backend.act(Action(type="navigate", url=fixture_server.url(PATH)), None)
-            snapshot = await backend.snapshot()
-        finally:
-            await backend.close()
-        listed = [(e.role, e.name, e.value) for e in snapshot.elements]
-        assert listed == LISTED, f"{backend.name}: {listed}"
-        lines = snapshot.text.splitlines()
-        assert "Trail map" in lines, f"{backend.name}: {lines}"  # Chromium's `image` is `img`: its name is text
-        # A named blockquote labels its quote, as any named container does. chrome-devtools-mcp's upstream leaves
-        # out a container nothing in it can focus (Puppeteer's "interesting" nodes), so only its text is there.
-        if backend.name != "chrome_devtools_mcp":
-            assert "Ranger's advice" in lines, f"{backend.name}: {lines}"
-        assert "Turn around before dark." in lines, f"{backend.name}: {lines}"
+    adapter = await make_adapter()
+    await adapter.act(Action(type="navigate", url=fixture_server.url(PATH)), None)
+    snapshot = await adapter.snapshot()
+    assert [(e.role, e.name, e.value) for e in snapshot.elements] == LISTED
+    lines = snapshot.text.splitlines()
+    assert "Trail map" in lines, lines  # Chromium's `image` is `img`: its name is text
+    # A named blockquote labels its quote, as any named container does. chrome-devtools-mcp's upstream leaves out a
+    # container nothing in it can focus (Puppeteer's "interesting" nodes), so only its text is there.
+    if backend != "chrome_devtools_mcp":
+        assert "Ranger's advice" in lines, lines
+    assert "Turn around before dark." in lines, lines
