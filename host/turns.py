@@ -220,6 +220,26 @@ class Conversation:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(self._task)
 
+    async def cancel(self) -> None:
+        """End the running turn now, if one runs (the evaluation runner's time limit)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def reset(self, provider: Provider | None = None) -> None:
+        """Start a new chat: an empty transcript and, when given, another provider (the old one is closed). The
+        evaluation runner (`host.evals`) asks each question in a chat of its own. Refused while a turn runs."""
+        if self.busy:
+            raise Refused(f"A turn is still {self._state_words()}: the chat cannot start over now.")
+        if provider is not None and provider is not self._provider:
+            if self._provider is not None:
+                await self._provider.close()
+            self._provider = provider
+        self.transcript = []
+        self._sessions.clear()
+        self.model_calls = 0
+
     async def close(self) -> None:
         if self._task is not None and not self._task.done():
             self._task.cancel()
