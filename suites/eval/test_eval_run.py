@@ -1,0 +1,118 @@
+"""`computer-use eval` end to end, with the script provider: the real app (its runtime, its MCP server over HTTP,
+host-minted tokens, the agent loop), a private headless Chromium and the fixture server as a child process, all
+started by the runner itself (`python -m host.evals`, the same code as `computer-use eval`).
+
+What this proves: each question can be answered through the runtime in two or more tool calls, the answer is in
+what the tools returned (the script's `$match` reads it from the observations), and the runner grades, counts and
+reports. What it does not prove: that a model finds the answers — the script's author chose the calls and the
+patterns. `computer-use eval --provider anthropic` measures that.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from host.evals import runner
+from host.evals.runner import COLUMNS, SCRIPT, Options, evaluate
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_TIMEOUT = 300.0
+"""Seconds a whole run may take (ten questions: about 20–65 s here, depending on the backend)."""
+
+WRONG = "167"
+
+
+def run_eval(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run(
+        [sys.executable, "-m", "host.evals", "--provider", "script", *args],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def table(stdout: str) -> tuple[list[str], dict[str, list[str]], str]:
+    """The printed header's columns, the rows by question id (cells split at runs of 2+ spaces) and the total."""
+    lines = stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("question"))
+    total = next(line for line in lines if line.startswith("total: "))
+    rows = {}
+    for line in lines[header + 1 :]:
+        if line.startswith("total: "):
+            break
+        cells = re.split(r"\s{2,}", line.strip(), maxsplit=len(COLUMNS) - 1)
+        rows[cells[0]] = cells
+    return re.split(r"\s{2,}", lines[header].strip()), rows, total
+
+
+def wrong_script(tmp_path: Path) -> Path:
+    """The packaged script, except that question 1 ends with a hard-coded wrong answer."""
+    script = json.loads(SCRIPT.read_text(encoding="utf-8"))
+    script["1"][-1] = {"say": f"ANSWER: {WRONG}"}
+    path = tmp_path / "wrong.json"
+    path.write_text(json.dumps(script), encoding="utf-8")
+    return path
+
+
+@pytest.mark.req("eval:runner", "eval:set")
+def test_the_script_provider_answers_all_ten_questions_through_the_app_each_in_two_or_more_tool_calls(
+    backend: str,
+) -> None:
+    done = run_eval("--backend", backend)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"
+    columns, rows, total = table(done.stdout)
+    assert columns == list(COLUMNS)
+    assert sorted(rows, key=int) == [str(n) for n in range(1, 11)]
+    for qid, (_, result, calls, tokens, seconds, answer) in rows.items():
+        assert result == "pass", f"question {qid}: {answer}"
+        assert int(calls) >= 2, f"question {qid} took {calls} tool call(s)"
+        assert int(tokens) > 0
+        assert seconds.endswith("s")
+    assert total.startswith("total: 10/10 passed, ")
+    assert f"backend {backend}" in done.stdout
+
+
+def assert_wrong_answer_fails(status: int, rows: dict[str, list[str]]) -> None:
+    """Question 1 answered WRONG fails and makes the run fail; question 2, answered right, still passes."""
+    assert status == 1
+    assert rows["1"][1] == "FAIL"
+    assert f'"{WRONG}" expected "168"' in rows["1"][5]
+    assert rows["2"][1] == "pass"
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("eval:runner")
+def test_a_wrong_answer_is_graded_fail_and_the_run_exits_non_zero(tmp_path: Path) -> None:
+    done = run_eval("--script", str(wrong_script(tmp_path)), "--only", "1", "--only", "2")
+    _, rows, total = table(done.stdout)
+    assert list(rows) == ["1", "2"]  # --only: the chosen questions, and no other
+    assert_wrong_answer_fails(done.returncode, rows)
+    assert total.startswith("total: 1/2 passed, ")
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("eval:runner")
+async def test_a_grader_that_passes_everything_is_caught_by_the_wrong_answer_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner, "grade", lambda given, expected: True)
+    out = io.StringIO()
+    status, outcomes = await evaluate(
+        Options(provider="script", script=wrong_script(tmp_path), only=("1", "2")), out=out
+    )
+    assert [o.given for o in outcomes] == [WRONG, "Tundra"]  # the run itself went through
+    _, rows, _ = table(out.getvalue())
+    with pytest.raises(AssertionError):
+        assert_wrong_answer_fails(status, rows)
