@@ -36,6 +36,7 @@ from host.providers.base import (
     ToolResult,
     ToolResults,
     ToolSpec,
+    Usage,
     UserText,
 )
 from runtime.capability.host import Host, ProviderRequest, Turn
@@ -167,6 +168,8 @@ class Conversation:
         self.state = "idle"
         self.model_calls = 0
         """Model calls of the current (or last) turn."""
+        self.usage: Usage | None = None
+        """Tokens of the current (or last) turn as the provider reported them; None if it reported none."""
         self._task: asyncio.Task[None] | None = None
         self._decision: asyncio.Future[str] | None = None
         self._messages = itertools.count(1)
@@ -239,6 +242,7 @@ class Conversation:
         self.transcript = []
         self._sessions.clear()
         self.model_calls = 0
+        self.usage = None
 
     async def close(self) -> None:
         if self._task is not None and not self._task.done():
@@ -253,6 +257,7 @@ class Conversation:
 
     async def _run(self, turn: Turn) -> None:
         self.model_calls = 0
+        self.usage = None
         self._set_state("running")
         try:
             while True:
@@ -276,6 +281,8 @@ class Conversation:
                     if await self._after_provider_error(message, error) == "stop":
                         return
                     continue
+                if reply.usage is not None:
+                    self.usage = reply.usage if self.usage is None else self.usage + reply.usage
                 self.transcript.append(AssistantTurn(reply.text, reply.tool_calls))
                 if not reply.tool_calls:
                     return

@@ -11,11 +11,13 @@ The model must end its reply with a line `ANSWER: <answer>`; the text after the 
 against the set's answer, after collapsing whitespace and ignoring case (nothing else is forgiven). A question
 whose turn needs the user or hits a provider error is stopped and fails.
 
-Printed: one line per question (result, tool calls, tokens, time, the answer given), then a total line. Tokens are
-the runtime's estimate (`runtime.observation.estimate`, 2.5 UTF-8 bytes per token) of everything the model read
-in the turn's requests — the question and, per request, every tool result and reply before it — since the providers
-do not report their usage to the agent loop. Exit status 0 only if every question passed; 1 if any failed or the
-app could not start; 2 for a bad question or script file.
+Printed: one line per question (result, tool calls, tokens, time, the answer given), then a total line. Tokens
+are the provider's reported usage for the turn (input plus output, summed over its model calls) when it reports
+it (the Anthropic provider does; the OpenAI provider only when the endpoint sends usage unasked); otherwise, marked
+`est.`, the runtime's estimate (`runtime.observation.estimate`, 2.5 UTF-8 bytes per token) of everything the model
+read in the turn's requests — the question and, per request, every tool result and reply before it (the script
+provider reports nothing, so its runs always show the estimate). Exit status 0 only if every question passed; 1 if
+any failed or the app or the provider could not start; 2 for a bad question or script file.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ INSTRUCTIONS = (
 )
 ANSWER = re.compile(r"^[ \t]*ANSWER:[ \t]*(.*?)[ \t]*$", re.MULTILINE)
 ANNOUNCE = re.compile(r"fixture server on (http://\S+?)/? and")
-COLUMNS = ("question", "result", "tool calls", "tokens (est.)", "time", "answer")
+COLUMNS = ("question", "result", "tool calls", "tokens", "time", "answer")
 
 
 class EvalFileError(ValueError):
@@ -81,6 +83,8 @@ class Outcome:
     passed: bool
     tool_calls: int = 0
     tokens: int = 0
+    estimated: bool = True
+    """`tokens` is the runtime's estimate (the provider reported no usage)."""
     seconds: float = 0.0
     given: str | None = None
     """The text after the model's last `ANSWER:` line; None when there was none."""
@@ -223,11 +227,13 @@ async def ask(
     replies = [entry for entry in transcript if isinstance(entry, AssistantTurn)]
     reply = replies[-1].text if replies and not replies[-1].tool_calls else ""
     given = given_answer(reply)
+    usage = app.conversation.usage
     return Outcome(
         question=question,
         passed=not problem and grade(given, question.answer),
         tool_calls=sum(len(entry.tool_calls) for entry in replies),
-        tokens=read_tokens(transcript),
+        tokens=read_tokens(transcript) if usage is None else usage.input_tokens + usage.output_tokens,
+        estimated=usage is None,
         seconds=time.monotonic() - began,
         given=given,
         problem=problem,
@@ -308,6 +314,8 @@ async def evaluate(options: Options, out: TextIO = sys.stdout) -> tuple[int, lis
             if not base_url:
                 fixtures, base_url = await start_fixtures()
             app = await HostApp.start(config)
+            if script is None:
+                await app.build_provider().close()  # a missing key or SDK: say so now, not once per question
             provider_note = name + (f" ({options.model})" if options.model else "")
             print(
                 f"computer-use eval: {len(questions)} question(s) from {options.questions.name}, provider "
@@ -337,11 +345,18 @@ async def evaluate(options: Options, out: TextIO = sys.stdout) -> tuple[int, lis
     passed = sum(o.passed for o in outcomes)
     print(
         f"total: {passed}/{len(outcomes)} passed, {sum(o.tool_calls for o in outcomes)} tool calls, "
-        f"{sum(o.tokens for o in outcomes)} tokens (est.), {sum(o.seconds for o in outcomes):.1f}s",
+        f"{sum(o.tokens for o in outcomes)} tokens{_estimated(outcomes)}, "
+        f"{sum(o.seconds for o in outcomes):.1f}s",
         file=out,
         flush=True,
     )
     return (0 if passed == len(outcomes) else 1), outcomes
+
+
+def _estimated(outcomes: Sequence[Outcome]) -> str:
+    if outcomes and all(o.estimated for o in outcomes):
+        return " (est.)"
+    return " (some est.)" if any(o.estimated for o in outcomes) else ""
 
 
 def _default_provider() -> str:
@@ -350,7 +365,7 @@ def _default_provider() -> str:
     return choose_provider()
 
 
-WIDTHS = (8, 6, 10, 13, 7)
+WIDTHS = (8, 6, 10, 10, 7)
 
 
 def _row(*cells: str) -> str:
@@ -367,7 +382,7 @@ def _line(outcome: Outcome) -> str:
         outcome.question.id,
         "pass" if outcome.passed else "FAIL",
         str(outcome.tool_calls),
-        str(outcome.tokens),
+        f"{outcome.tokens}{' est.' if outcome.estimated else ''}",
         f"{outcome.seconds:.1f}s",
         answer,
     )

@@ -78,7 +78,9 @@ def test_the_script_provider_answers_all_ten_questions_through_the_app_each_in_t
     for qid, (_, result, calls, tokens, seconds, answer) in rows.items():
         assert result == "pass", f"question {qid}: {answer}"
         assert int(calls) >= 2, f"question {qid} took {calls} tool call(s)"
-        assert int(tokens) > 0
+        count, estimated = tokens.split(" ")
+        assert int(count) > 0
+        assert estimated == "est."  # the script provider reports no usage: the runtime's estimate, marked
         assert seconds.endswith("s")
     assert total.startswith("total: 10/10 passed, ")
     assert f"backend {backend}" in done.stdout
