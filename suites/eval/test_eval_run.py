@@ -22,6 +22,7 @@ import pytest
 
 from host.evals import runner
 from host.evals.runner import COLUMNS, SCRIPT, Options, evaluate
+from suites.host.wire import API_KEY, Call, Reply, StandIn
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT = 300.0
@@ -118,3 +119,31 @@ async def test_a_grader_that_passes_everything_is_caught_by_the_wrong_answer_che
     _, rows, _ = table(out.getvalue())
     with pytest.raises(AssertionError):
         assert_wrong_answer_fails(status, rows)
+
+
+@pytest.mark.req("eval:runner")
+async def test_with_a_provider_api_the_answer_graded_is_the_model_s_own_and_the_usage_is_the_reported_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    async with StandIn("anthropic") as api:
+        api.answer(
+            Reply(calls=(Call("t1", "computer_use", ('{"command": ', '"list_pages"}')),)),
+            Reply(calls=(Call("t2", "computer_use", ('{"command": "observe", "page": "other_window"}',)),)),
+            Reply(text=("The field shows Germany.\n", "ANSWER: Germany")),
+        )
+        out = io.StringIO()
+        status, outcomes = await evaluate(Options(provider="anthropic", base_url=api.base_url, only=("4",)), out=out)
+    assert status == 0, out.getvalue()
+    (outcome,) = outcomes
+    assert (outcome.passed, outcome.given, outcome.tool_calls) == (True, "Germany", 2)
+    assert (outcome.tokens, outcome.estimated) == (3 * (1 + 9), False)  # what the stand-in reported, per call
+    _, rows, total = table(out.getvalue())
+    assert rows["4"][3] == "30"
+    assert total.startswith("total: 1/1 passed, 2 tool calls, 30 tokens, ")
+    # What the model was sent: the question with the answer format, then the Page as the runtime observed it.
+    first, last = api.requests[0], api.requests[-1]
+    assert "ANSWER: <answer>" in json.dumps(first["messages"][0])
+    observed = json.dumps(last["messages"][-1])  # the tool results of the observe call
+    assert "Country or region" in observed
+    assert "Germany" in observed
