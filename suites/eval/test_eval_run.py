@@ -22,7 +22,7 @@ import pytest
 
 from host.evals import runner
 from host.evals.runner import COLUMNS, SCRIPT, Options, evaluate
-from suites.host.wire import API_KEY, Call, Reply, StandIn
+from suites.host.wire import API_KEY, Call, Failure, Hang, Reply, StandIn
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT = 300.0
@@ -147,3 +147,24 @@ async def test_with_a_provider_api_the_answer_graded_is_the_model_s_own_and_the_
     observed = json.dumps(last["messages"][-1])  # the tool results of the observe call
     assert "Country or region" in observed
     assert "Germany" in observed
+
+
+@pytest.mark.req("eval:runner")
+async def test_a_provider_error_or_a_turn_past_the_time_limit_fails_its_question_and_the_run_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    async with StandIn("anthropic") as api:
+        api.answer(Failure(500, "api_error", "internal"), Hang(), Reply(text=("ANSWER: 14",)))
+        out = io.StringIO()
+        options = Options(provider="anthropic", base_url=api.base_url, only=("4", "5", "6"), timeout=3.0)
+        status, outcomes = await evaluate(options, out=out)
+    assert status == 1
+    assert [o.passed for o in outcomes] == [False, False, True]
+    assert outcomes[0].problem.startswith("provider error: server: anthropic answered HTTP 500")
+    assert outcomes[1].problem == "no answer within 3s"
+    assert outcomes[1].seconds < 30  # the time limit, not the stand-in's own bound, ended it
+    assert len(api.requests) == 3  # stopped after the error: no retry
+    _, rows, total = table(out.getvalue())
+    assert [row[1] for row in rows.values()] == ["FAIL", "FAIL", "pass"]
+    assert total.startswith("total: 1/3 passed, ")
