@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from host.app import AppConfig, HostApp, StartError
-from host.providers import PROVIDERS
+from host.providers import PROVIDERS, make_provider
 from host.providers.base import AssistantTurn, Entry, Provider, ProviderError, ToolResults, UserText
 from host.providers.script import ScriptError, ScriptProvider, parse_steps
 from host.settings import BACKENDS
+from host.turns import Refused
 from runtime.cdp import CDPError
 from runtime.observation import estimate
 
@@ -213,7 +214,11 @@ async def ask(
     problem = ""
     try:
         for path in question.pages:
-            page = await app.open_page(base_url + path)
+            try:
+                page = await app.open_page(base_url + path)
+            except (CDPError, Refused, TimeoutError) as exc:
+                problem = f"could not open the Page {path}: {exc}"
+                break
             pages.append(page)
             if not await app.until_titled(page):
                 problem = f"the Page {path} did not load"
@@ -311,11 +316,11 @@ async def evaluate(options: Options, out: TextIO = sys.stdout) -> tuple[int, lis
         )
         app = None
         try:
+            if script is None:  # a missing key or SDK: say so before starting anything, not once per question
+                await make_provider(name, model=options.model, base_url=options.base_url).close()
             if not base_url:
                 fixtures, base_url = await start_fixtures()
             app = await HostApp.start(config)
-            if script is None:
-                await app.build_provider().close()  # a missing key or SDK: say so now, not once per question
             provider_note = name + (f" ({options.model})" if options.model else "")
             print(
                 f"computer-use eval: {len(questions)} question(s) from {options.questions.name}, provider "
@@ -336,6 +341,10 @@ async def evaluate(options: Options, out: TextIO = sys.stdout) -> tuple[int, lis
                 print(_line(outcome), file=out, flush=True)
         except (StartError, ProviderError) as exc:
             print(f"computer-use eval: {exc}", file=sys.stderr)
+            return 1, []
+        except (OSError, CDPError, TimeoutError) as exc:  # the browser, a port, a child process
+            logging.getLogger(__name__).debug("the run failed", exc_info=True)
+            print(f"computer-use eval: could not run ({type(exc).__name__}: {exc})", file=sys.stderr)
             return 1, []
         finally:
             if app is not None:
