@@ -16,7 +16,8 @@ are the provider's reported usage for the turn (input plus output, summed over i
 it (the Anthropic provider does; the OpenAI provider only when the endpoint sends usage unasked); otherwise, marked
 `est.`, the runtime's estimate (`runtime.observation.estimate`, 2.5 UTF-8 bytes per token) of everything the model
 read in the turn's requests — the question and, per request, every tool result and reply before it (the script
-provider reports nothing, so its runs always show the estimate). Exit status 0 only if every question passed; 1 if
+provider reports nothing, so its runs always show the estimate; it leaves out the system prompt and the
+tool schema, which a provider's figure includes). Exit status 0 only if every question passed; 1 if
 any failed or the app or the provider could not start; 2 for a bad question or script file.
 """
 
