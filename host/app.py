@@ -301,6 +301,10 @@ class HostApp:
         await cdp.send("Browser.setWindowBounds", {"windowId": window, "bounds": bounds})
         return target, window
 
+    async def until_titled(self, page: Page) -> bool:
+        """Wait (bounded) until the Page's document has a title: True once it has (see `_until_titled`)."""
+        return await self._until_titled(page)
+
     async def _until_titled(self, page: Page) -> bool:
         """Re-read the Page's title until its document has one, bounded; True once it has.
 

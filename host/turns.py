@@ -36,6 +36,7 @@ from host.providers.base import (
     ToolResult,
     ToolResults,
     ToolSpec,
+    Usage,
     UserText,
 )
 from runtime.capability.host import Host, ProviderRequest, Turn
@@ -167,6 +168,8 @@ class Conversation:
         self.state = "idle"
         self.model_calls = 0
         """Model calls of the current (or last) turn."""
+        self.usage: Usage | None = None
+        """Tokens of the current (or last) turn as the provider reported them; None if it reported none."""
         self._task: asyncio.Task[None] | None = None
         self._decision: asyncio.Future[str] | None = None
         self._messages = itertools.count(1)
@@ -220,6 +223,27 @@ class Conversation:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(self._task)
 
+    async def cancel(self) -> None:
+        """End the running turn now, if one runs (the evaluation runner's time limit)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def reset(self, provider: Provider | None = None) -> None:
+        """Start a new chat: an empty transcript and, when given, another provider (the old one is closed). The
+        evaluation runner (`host.evals`) asks each question in a chat of its own. Refused while a turn runs."""
+        if self.busy:
+            raise Refused(f"A turn is still {self._state_words()}: the chat cannot start over now.")
+        if provider is not None and provider is not self._provider:
+            if self._provider is not None:
+                await self._provider.close()
+            self._provider = provider
+        self.transcript = []
+        self._sessions.clear()
+        self.model_calls = 0
+        self.usage = None
+
     async def close(self) -> None:
         if self._task is not None and not self._task.done():
             self._task.cancel()
@@ -233,6 +257,7 @@ class Conversation:
 
     async def _run(self, turn: Turn) -> None:
         self.model_calls = 0
+        self.usage = None
         self._set_state("running")
         try:
             while True:
@@ -256,6 +281,8 @@ class Conversation:
                     if await self._after_provider_error(message, error) == "stop":
                         return
                     continue
+                if reply.usage is not None:
+                    self.usage = reply.usage if self.usage is None else self.usage + reply.usage
                 self.transcript.append(AssistantTurn(reply.text, reply.tool_calls))
                 if not reply.tool_calls:
                     return

@@ -34,6 +34,7 @@ from host.providers.base import (
     ToolResult,
     ToolResults,
     ToolSpec,
+    Usage,
 )
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -150,6 +151,8 @@ class AnthropicProvider:
         calls: dict[int, dict[str, Any]] = {}
         size = 0
         stop_reason = None
+        input_tokens: int | None = None
+        output: int | None = None
         stream = await self.client.messages.create(**request)
         async with stream:
             async for event in stream:
@@ -174,7 +177,15 @@ class AnthropicProvider:
                         raise ProviderError("server", "anthropic's reply exceeded the size limit", True)
                 elif kind == "message_delta":
                     stop_reason = event.delta.stop_reason
-        return ModelReply("".join(text), tuple(self._call(call, stop_reason) for _, call in sorted(calls.items())))
+                    output = _tokens(getattr(event, "usage", None), "output_tokens")
+                elif kind == "message_start":
+                    usage = getattr(event.message, "usage", None)
+                    read = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+                    input_tokens = sum(_tokens(usage, name) or 0 for name in read)
+        reported = Usage(input_tokens, output) if input_tokens is not None and output is not None else None
+        return ModelReply(
+            "".join(text), tuple(self._call(call, stop_reason) for _, call in sorted(calls.items())), reported
+        )
 
     def _call(self, call: dict[str, Any], stop_reason: str | None) -> ToolCall:
         raw = "".join(call["json"])
@@ -200,3 +211,9 @@ class AnthropicProvider:
 
     async def close(self) -> None:
         await self.client.close()
+
+
+def _tokens(usage: Any, name: str) -> int | None:
+    """A token count of a usage object of the stream, if it carries one (`message_start`, `message_delta`)."""
+    value = getattr(usage, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

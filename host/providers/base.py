@@ -70,9 +70,22 @@ Entry = UserText | AssistantTurn | ToolResults
 
 
 @dataclass(frozen=True)
+class Usage:
+    """Tokens of one model call as the provider reported them (input includes cached input, where reported)."""
+
+    input_tokens: int
+    output_tokens: int
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
+
+
+@dataclass(frozen=True)
 class ModelReply:
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+    """What the provider reported this call cost, if it reported it (the script provider does not)."""
 
 
 ErrorKind = Literal["missing_key", "auth", "rate_limit", "server", "timeout", "bad_request", "script"]

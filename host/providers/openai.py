@@ -35,6 +35,7 @@ from host.providers.base import (
     ToolCall,
     ToolResults,
     ToolSpec,
+    Usage,
 )
 
 DEFAULT_MODEL = "gpt-4.1"
@@ -150,9 +151,14 @@ class OpenAIProvider:
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         size = 0
+        usage: Usage | None = None
         stream = await self.client.chat.completions.create(**request)
         async with stream:
             async for chunk in stream:
+                reported = getattr(chunk, "usage", None)  # only endpoints that send it unasked: it is not requested
+                counts = [getattr(reported, name, None) for name in ("prompt_tokens", "completion_tokens")]
+                if all(isinstance(count, int) for count in counts):
+                    usage = Usage(*counts)
                 for choice in chunk.choices:
                     if choice.index != 0:
                         continue
@@ -176,7 +182,7 @@ class OpenAIProvider:
                     size += len(piece)
                     if size > REPLY_CHARS:
                         raise ProviderError("server", "openai's reply exceeded the size limit", True)
-        return ModelReply("".join(text), tuple(self._call(index, call) for index, call in sorted(calls.items())))
+        return ModelReply("".join(text), tuple(self._call(index, call) for index, call in sorted(calls.items())), usage)
 
     def _call(self, index: int, call: dict[str, Any]) -> ToolCall:
         raw = "".join(call["arguments"])

@@ -10,11 +10,20 @@ text is the JSON of a `ComputerUseResult`); the newest matching result wins:
 - `{"$page": "<substring of title or url>"}` → that Page's handle from the latest `list_pages` result;
 - `{"$session": "<page substring>"}` → the `computer_session_id` of the latest result on that Page;
 - `{"$frame": "<page substring>"}` → the latest `frame_id` on that Page;
+- `{"$next_offset": "<page substring>"}` → the latest `next_offset` on that Page (continue its frame's elements);
 - `{"$ref": ["role", "name substring"]}` → the ref of the element line `[ref] role "name"` of the latest
   observation that has one (an act's changes list only what changed: the refs of unchanged elements stay valid,
   so an older observation still answers for them).
 Substrings match case-insensitively; a reference that matches nothing, or several things, is a
 `ProviderError(kind="script")` naming the step, never a guess.
+
+A step's `say` may also be a list of strings and `{"$match": ["<page substring>", "<regex>"]}` parts, joined: a
+match part is the text the regex captured (its first group, else the whole match) in the newest observation on
+that Page in which it matches at all (Python `re`, multiline). All its matches there must capture one and the same
+text; none anywhere, or two different texts, is a `ProviderError(kind="script")`. This is how a script's final
+answer is read from what the tools returned rather than written into the script (the evaluation set's script,
+`host/evals/script.json`): the script's author still chooses the pattern, so it proves that the answer is in the
+results, not that anything reasoned its way to it.
 """
 
 from __future__ import annotations
@@ -42,7 +51,8 @@ MAX_BYTES = 1_000_000
 MAX_STEPS = 1000
 MAX_CALLS = 16
 MAX_SAY = 20_000
-REFERENCES = ("$page", "$session", "$frame", "$ref")
+REFERENCES = ("$page", "$session", "$frame", "$next_offset", "$ref")
+MATCH = "$match"
 FINAL = "The script has no more steps."
 UNCONFIGURED = (
     "No model is configured. Set ANTHROPIC_API_KEY or OPENAI_API_KEY and start `computer-use app` again, "
@@ -57,9 +67,13 @@ ELEMENT = re.compile(
 )
 
 
+Say = str | tuple[str | dict[str, Any], ...]
+"""A step's text: a string, or parts joined after their `$match` references are resolved."""
+
+
 @dataclass(frozen=True)
 class Step:
-    say: str
+    say: Say
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
@@ -90,6 +104,34 @@ def _check_value(value: Any, where: str) -> None:
         raise ScriptError(f"{where}: {key} takes a substring of a Page's title or url, got {json.dumps(target)[:80]}")
 
 
+def _parse_say(say: Any, where: str) -> Say:
+    if isinstance(say, str):
+        if len(say) > MAX_SAY:
+            raise ScriptError(f'{where}: "say" is a string of at most {MAX_SAY} characters')
+        return say
+    if not isinstance(say, list) or len(say) > MAX_CALLS * 4:
+        raise ScriptError(f'{where}: "say" is a string, or a list of strings and {{"{MATCH}": [page, regex]}} parts')
+    parts: list[str | dict[str, Any]] = []
+    for index, part in enumerate(say):
+        at = f"{where}, say[{index}]"
+        if isinstance(part, str):
+            parts.append(part)
+            continue
+        if not (isinstance(part, dict) and set(part) == {MATCH}):
+            raise ScriptError(f'{at}: a part is a string or {{"{MATCH}": ["page substring", "regex"]}}')
+        target = part[MATCH]
+        if not (isinstance(target, list) and len(target) == 2 and all(isinstance(t, str) for t in target)):
+            raise ScriptError(f'{at}: {MATCH} takes ["page substring", "regex"], got {json.dumps(target)[:80]}')
+        try:
+            re.compile(target[1], re.MULTILINE)
+        except re.error as exc:
+            raise ScriptError(f"{at}: {MATCH} has an invalid regex: {exc}") from None
+        parts.append({MATCH: list(target)})
+    if sum(len(part) for part in parts if isinstance(part, str)) > MAX_SAY:
+        raise ScriptError(f'{where}: "say" is at most {MAX_SAY} characters')
+    return tuple(parts)
+
+
 def parse_steps(data: Any) -> list[Step]:
     if not isinstance(data, list):
         raise ScriptError("a script is a JSON list of steps")
@@ -100,9 +142,7 @@ def parse_steps(data: Any) -> list[Step]:
         where = f"step {number}"
         if not isinstance(raw, dict) or not set(raw) <= {"say", "calls"}:
             raise ScriptError(f'{where}: a step is an object with "say" and/or "calls"')
-        say, calls = raw.get("say", ""), raw.get("calls", [])
-        if not isinstance(say, str) or len(say) > MAX_SAY:
-            raise ScriptError(f'{where}: "say" is a string of at most {MAX_SAY} characters')
+        say, calls = _parse_say(raw.get("say", ""), where), raw.get("calls", [])
         if not isinstance(calls, list) or len(calls) > MAX_CALLS:
             raise ScriptError(f'{where}: "calls" is a list of at most {MAX_CALLS} calls')
         parsed = []
@@ -203,14 +243,38 @@ class _Resolver:
                 raise self.fail(reference, f"{why} of the latest list_pages (Pages: {names or 'none'})")
         raise self.fail(reference, "needs an earlier list_pages result")
 
-    def _on_page(self, field: str, needle: str, reference: dict[str, Any]) -> str:
+    def _page_of(self, seen: _Seen) -> Any:
+        session = seen.result.get("computer_session_id")
+        return seen.result.get("page") or self.session_page.get(session or "")
+
+    def _on_page(self, field: str, needle: str, reference: dict[str, Any], kind: type = str) -> Any:
         for seen in self.newest_first:
             value = seen.result.get(field)
-            session = seen.result.get("computer_session_id")
-            page = seen.result.get("page") or self.session_page.get(session or "")
-            if isinstance(value, str) and _matches(page, needle):
+            if isinstance(value, kind) and not isinstance(value, bool) and _matches(self._page_of(seen), needle):
                 return value
         raise self.fail(reference, f"finds no earlier result with a {field} on a Page matching {needle!r}")
+
+    def next_offset(self, needle: str, reference: dict[str, Any]) -> int:
+        return self._on_page("next_offset", needle, reference, int)
+
+    def say(self, say: Say) -> str:
+        if isinstance(say, str):
+            return say
+        return "".join(part if isinstance(part, str) else self.match(*part[MATCH], part) for part in say)
+
+    def match(self, needle: str, pattern: str, reference: dict[str, Any]) -> str:
+        regex = re.compile(pattern, re.MULTILINE)
+        for seen in self.newest_first:
+            observation = seen.result.get("observation")
+            if not isinstance(observation, str) or not _matches(self._page_of(seen), needle):
+                continue
+            found = {m.group(1) if regex.groups else m.group(0) for m in regex.finditer(observation)}
+            if len(found) == 1:
+                return found.pop()
+            if found:
+                values = ", ".join(repr(value[:40]) for value in sorted(found)[:5])
+                raise self.fail(reference, f"captures {len(found)} different texts in one observation ({values})")
+        raise self.fail(reference, f"matches in no earlier observation on a Page matching {needle!r}")
 
     def session(self, needle: str, reference: dict[str, Any]) -> str:
         return self._on_page("computer_session_id", needle, reference)
@@ -283,7 +347,7 @@ class ScriptProvider:
         else:
             step = self.steps[index]
             resolver = _Resolver(_history(transcript), index + 1)
-            say = step.say
+            say = resolver.say(step.say)
             calls = tuple(
                 ToolCall(id=f"script-{index + 1}-{number + 1}", name=name, arguments=resolver.resolve(arguments))
                 for number, (name, arguments) in enumerate(step.calls)

@@ -34,6 +34,7 @@ from host.providers.base import (
     ToolResult,
     ToolResults,
     ToolSpec,
+    Usage,
     UserText,
 )
 from host.providers.openai import OpenAIProvider
@@ -424,6 +425,14 @@ async def test_a_reply_without_tool_calls_is_a_final_text(provider: Any, api: St
     reply = await provider.complete("s", [UserText("hi")], await live_tools(), quiet)
     assert reply.text == "Done: subscribed."
     assert reply.tool_calls == ()
+
+
+async def test_the_usage_a_provider_reports_comes_with_its_reply(kind: str, provider: Any, api: StandIn) -> None:
+    api.answer(Reply(text=("Done.",)))
+    reply = await provider.complete("s", [UserText("hi")], await live_tools(), quiet)
+    # The Anthropic stand-in reports 1 input and 9 output tokens, as the Messages API's stream does (message_start,
+    # message_delta); the OpenAI one, like Chat Completions unless asked for usage, reports none.
+    assert reply.usage == (Usage(1, 9) if kind == "anthropic" else None)
 
 
 @pytest.mark.parametrize(

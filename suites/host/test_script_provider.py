@@ -333,3 +333,155 @@ def test_a_script_larger_than_the_limit_is_refused_without_reading_it_all(tmp_pa
 def test_a_missing_script_file_is_a_script_error(tmp_path: Path) -> None:
     with pytest.raises(ProviderError, match="cannot read the script"):
         make_provider("script", script=tmp_path / "absent.json")
+
+
+SHOP = PageInfo(
+    handle="page-5b10",
+    relation="right",
+    title="Outdoor gear — Alder & Pine",
+    url="http://127.0.0.1:8000/realistic/shop",
+    preview="",
+    revision=1,
+)
+SHOP_LINES = ('[a1] checkbox "Alder (18)" unchecked', '[a2] checkbox "Tundra (86)" unchecked')
+
+
+def read_shop(*lines: str, frame: str = "cs-9-f1", next_offset: int | None = None, text: str = "") -> ComputerUseResult:
+    result = observed(frame, *lines, session="cs-9", page=SHOP, text=text)
+    return result.model_copy(update={"next_offset": next_offset})
+
+
+async def test_a_match_in_say_is_the_text_its_regex_captured_in_the_latest_observation_on_that_page(
+    tmp_path: Path,
+) -> None:
+    provider = script(
+        tmp_path,
+        [
+            {"say": "Listing.", "calls": [call(command="list_pages")]},
+            {"say": "Reading.", "calls": [call(command="observe", page={"$page": "/realistic/shop"})]},
+            {"say": ["ANSWER: ", {"$match": ["/realistic/shop", r'checkbox "([^"(]+) \(86\)"']}, "."]},
+        ],
+    )
+    run = Run("Which brand has the most products?")
+    await complete(provider, run)
+    run.results(listed(SHOP, NEWS))
+    await complete(provider, run)
+    run.results(read_shop(*SHOP_LINES, text="Showing 1–24 of 168"))
+    reply = await complete(provider, run)
+    assert reply.text == "ANSWER: Tundra."
+    assert reply.tool_calls == ()
+
+
+async def test_a_match_reads_what_the_page_said_not_what_the_script_expected(tmp_path: Path) -> None:
+    steps = [
+        {"say": "Reading.", "calls": [call(command="observe", page="page-5b10")]},
+        {"say": ["ANSWER: ", {"$match": ["alder & pine", r"Showing \S+ of (\d+)"]}]},
+    ]
+    answers = []
+    for total in ("168", "171"):
+        run = Run()
+        provider = script(tmp_path, steps)
+        await complete(provider, run)
+        run.results(read_shop(*SHOP_LINES, text=f"Showing 1–24 of {total}"))
+        answers.append((await complete(provider, run)).text)
+    assert answers == ["ANSWER: 168", "ANSWER: 171"]
+
+
+async def test_a_match_takes_the_newest_observation_in_which_it_matches_so_a_continuation_can_answer(
+    tmp_path: Path,
+) -> None:
+    provider = script(
+        tmp_path,
+        [
+            {"say": "Reading.", "calls": [call(command="observe", page="page-5b10")]},
+            {
+                "say": "The rest.",
+                "calls": [
+                    call(
+                        command="observe",
+                        page="page-5b10",
+                        frame_id={"$frame": "/realistic/shop"},
+                        offset={"$next_offset": "/realistic/shop"},
+                    )
+                ],
+            },
+            {
+                "say": [
+                    "first ",
+                    {"$match": ["shop", r'link "(Help[^"]*)"']},
+                    ", last ",
+                    {"$match": ["shop", r"(Lagoon \w+)"]},
+                ]
+            },
+        ],
+    )
+    run = Run()
+    await complete(provider, run)
+    run.results(read_shop('[a1] link "Help centre"', *SHOP_LINES, next_offset=3))
+    second = await complete(provider, run)
+    assert second.tool_calls[0].arguments["offset"] == 3
+    assert second.tool_calls[0].arguments["frame_id"] == "cs-9-f1"
+    run.results(read_shop('[a4] button "Save Lagoon ember Fleece to wishlist"', frame="cs-9-f1"))
+    third = await complete(provider, run)
+    assert third.text == "first Help centre, last Lagoon ember"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        (r'checkbox "(\w+) \(\d+\)"', "captures 2 different texts in one observation ('Alder', 'Tundra')"),
+        (r"Summit \(\d+\)", "matches in no earlier observation on a Page matching '/realistic/shop'"),
+    ],
+    ids=["two-values", "no-match"],
+)
+async def test_a_match_that_captures_two_texts_or_none_is_a_script_error_never_a_guess(
+    tmp_path: Path, pattern: str, why: str
+) -> None:
+    provider = script(
+        tmp_path,
+        [
+            {"say": "Reading.", "calls": [call(command="observe", page="page-5b10")]},
+            {"say": ["ANSWER: ", {"$match": ["/realistic/shop", pattern]}]},
+        ],
+    )
+    run = Run()
+    await complete(provider, run)
+    run.results(read_shop(*SHOP_LINES))
+    with pytest.raises(ProviderError) as caught:
+        await complete(provider, run)
+    assert caught.value.kind == "script"
+    assert caught.value.message.startswith("step 2: ")
+    assert why in caught.value.message
+
+
+async def test_a_match_on_another_page_does_not_count(tmp_path: Path) -> None:
+    provider = script(
+        tmp_path,
+        [
+            {"say": "Reading.", "calls": [call(command="observe", page="page-3f2a")]},
+            {"say": ["ANSWER: ", {"$match": ["/realistic/shop", r'textbox "(Email)"']}]},
+        ],
+    )
+    run = Run()
+    await complete(provider, run)
+    run.results(observed("cs-71-f1", *FORM_LINES))
+    with pytest.raises(ProviderError, match="matches in no earlier observation"):
+        await complete(provider, run)
+
+
+@pytest.mark.parametrize(
+    ("say", "why"),
+    [
+        ([{"$match": ["shop", "(unclosed"]}], "$match has an invalid regex"),
+        ([{"$match": "Showing"}], '$match takes ["page substring", "regex"]'),
+        ([{"$page": "shop"}], 'a part is a string or {"$match"'),
+        ([3], 'a part is a string or {"$match"'),
+    ],
+    ids=["bad-regex", "match-shape", "other-reference", "not-a-part"],
+)
+def test_an_invalid_say_part_is_refused_at_load(tmp_path: Path, say: list[Any], why: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([{"say": say}]), encoding="utf-8")
+    with pytest.raises(ProviderError) as caught:
+        ScriptProvider.load(path)
+    assert why in caught.value.message

@@ -353,6 +353,18 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req(
         "provider:script", "the-host-app", "the script provider runs a task file whose steps refer to earlier results"
     ),
+    # -- the evaluation set (issue 15) --------------------------------------------------------------------------
+    _req(
+        "eval:set",
+        "evaluations",
+        "ten independent, read-only questions over the fixture sites, each with one short, stable answer",
+    ),
+    _req(
+        "eval:runner",
+        "evaluations",
+        "`computer-use eval` asks each question through the app's agent loop and grades it exactly; exit 0 only if "
+        "all pass",
+    ),
     _req(
         "proof:chat-stability",
         "release-proof-chat-stability",
