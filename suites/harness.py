@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 
 from fixtures_sites.server import FixtureServer
@@ -26,6 +29,33 @@ from runtime.mcp.server import ComputerUseServer, build_server
 from runtime.models import ComputerUseResult, Page, from_text
 
 BACKENDS = ("playwright_mcp", "chrome_devtools_mcp", "open_claude_chrome")
+
+WHOLE_RUN_BACKENDS = "INSTALLED_BACKENDS"
+"""The environment variable naming the backends of the whole-app runs ("all" or a comma-separated list)."""
+
+
+def whole_run_backends(config: pytest.Config) -> tuple[str, ...]:
+    """The backends a whole-app run (the installed app, the evaluation runner) goes ahead on: those named with
+    --backend, else $INSTALLED_BACKENDS ("all", what `make lab` sets, or a comma-separated list), else the default
+    backend. Such a run takes a minute per backend; the release proofs cover every backend anyway."""
+    if config.getoption("backend"):
+        return tuple(config.getoption("backend"))
+    raw = os.environ.get(WHOLE_RUN_BACKENDS, "").strip()
+    if raw == "all":
+        return BACKENDS
+    return tuple(name.strip() for name in raw.split(",") if name.strip()) or BACKENDS[:1]
+
+
+def skip_other_backends(config: pytest.Config, items: list[pytest.Item], folder: Path, what: str) -> None:
+    """Skip the tests under `folder` parametrized with a backend a whole-app run does not go ahead on (still
+    collected, so the parity ledger sees what `make lab` exercises)."""
+    wanted = whole_run_backends(config)
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        if item.path.is_relative_to(folder) and backend is not None and backend not in wanted:
+            reason = f"{what} on {backend} goes with {WHOLE_RUN_BACKENDS}=all (make lab)"
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @dataclass

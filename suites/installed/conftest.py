@@ -43,7 +43,7 @@ import pytest
 
 from lab.cdp import CDPClient
 from lab.processes import Proc, command_line, processes
-from suites.harness import BACKENDS
+from suites.harness import skip_other_backends
 
 ROOT = Path(__file__).resolve().parents[2]
 MCP_PORT = 18100
@@ -63,7 +63,6 @@ UI_TIMEOUT = 20.0
 """Seconds the console may take to show what the user did (a Page opened, a message sent)."""
 
 HERE = Path(__file__).resolve().parent
-BACKENDS_ENV = "INSTALLED_BACKENDS"
 
 
 PORT_LOCK_TIMEOUT = 600.0
@@ -92,26 +91,8 @@ async def port_lock() -> AsyncIterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
-def installed_backends(config: pytest.Config) -> tuple[str, ...]:
-    """The backends whose installed run goes ahead: those named with --backend, else $INSTALLED_BACKENDS ("all" or
-    a comma-separated list), else the default backend."""
-    if config.getoption("backend"):
-        return tuple(config.getoption("backend"))
-    raw = os.environ.get(BACKENDS_ENV, "").strip()
-    if raw == "all":
-        return BACKENDS
-    return tuple(name.strip() for name in raw.split(",") if name.strip()) or BACKENDS[:1]
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    wanted = installed_backends(config)
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        backend = callspec.params.get("backend") if callspec is not None else None
-        if item.path.is_relative_to(HERE) and backend is not None and backend not in wanted:
-            item.add_marker(
-                pytest.mark.skip(reason=f"the installed run on {backend} goes with {BACKENDS_ENV}=all (make lab)")
-            )
+    skip_other_backends(config, items, HERE, "the installed run")
 
 
 COPY_IGNORE = shutil.ignore_patterns(
