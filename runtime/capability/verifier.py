@@ -25,6 +25,21 @@ UNIDENTIFIED = object()
 """The connection argument for a stateful call whose MCP connection the runtime could not identify: refused."""
 
 
+class NamedConnection:
+    """A connection that knows the nonce its tokens are minted for, and accepts no other's.
+
+    The plain HTTP API has no MCP connection: its client names one in a header, and the adapter derives the nonce
+    from that name (`runtime/http_api.py`). Beyond the binding every connection gets (first use binds, see
+    `CapabilityVerifier._bind`), a named connection refuses a token minted for another nonce even on its first use:
+    the name is a secret the token does not carry, so a token alone cannot be spent elsewhere. Closing its
+    `exit_stack` ends the connection as an MCP client's going away does.
+    """
+
+    def __init__(self, nonce: str) -> None:
+        self.nonce = nonce
+        self.exit_stack = AsyncExitStack()
+
+
 class StaleContext(Exception):
     """A genuine token whose Page Context is no longer current."""
 
@@ -150,6 +165,8 @@ class CapabilityVerifier:
 
     def _bind(self, nonce: str, connection: object) -> None:
         """A nonce belongs to the first open connection that presents it, and a connection to its first nonce."""
+        if isinstance(connection, NamedConnection) and connection.nonce != nonce:
+            raise CapabilityError("this page_context_token was minted for another connection id")
         key = id(connection)  # entries leave when the connection closes, before its id can be reused
         known = self._nonce_of.get(key)
         if known is None:
