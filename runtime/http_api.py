@@ -151,8 +151,7 @@ class HttpApi:
 
     async def _answer(self, scope: Scope, receive: Receive) -> tuple[int, dict[str, Any]]:
         headers: list[tuple[bytes, bytes]] = list(scope.get("headers", []))
-        if _has(headers, "origin"):
-            raise _error(403, "origin_refused", "requests from web pages (an Origin header) are refused")
+        self._check_origin(headers)
         if self.check_host and not _loopback_host(_one(headers, "host")):
             raise _error(421, "invalid_host", "the Host header must name 127.0.0.1, localhost or [::1]")
         if scope["path"] != PATH:
@@ -168,11 +167,19 @@ class HttpApi:
             return 400, envelope(invalid("the body is not JSON: send computer_use's arguments as a JSON object"))
         if not isinstance(arguments, dict):
             return 400, envelope(invalid("the body must be a JSON object: computer_use's arguments"))
-        outcome = await self._call(arguments, headers)
+        return 200, self._body(await self._call(arguments, headers))
+
+    def _check_origin(self, headers: list[tuple[bytes, bytes]]) -> None:
+        """A request from a web page (any `Origin`, even a loopback one) goes no further."""
+        if _has(headers, "origin"):
+            raise _error(403, "origin_refused", "requests from web pages (an Origin header) are refused")
+
+    def _body(self, outcome: Outcome) -> dict[str, Any]:
+        """The envelope, and the screenshot when one was taken (as MCP's image content block, in its own key)."""
         data = envelope(outcome)
         if outcome.image is not None:
             data["image"] = {"type": "image", "mimeType": "image/png", "data": base64.b64encode(outcome.image).decode()}
-        return 200, data
+        return data
 
     async def _call(self, arguments: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> Outcome:
         """What the MCP tool does with a call (`runtime.adapter`), with the capability taken from the headers."""
