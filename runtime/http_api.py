@@ -37,11 +37,9 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from runtime.adapter import envelope, invalid, parse
-from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, NamedConnection
+from runtime.adapter import envelope, invalid, serve
+from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, NamedConnection, NoConnection
 from runtime.commands.base import Outcome
-from runtime.models import ComputerUseResult
-from runtime.reasons import ReasonCode
 from runtime.service import ComputerUseService
 
 log = logging.getLogger(__name__)
@@ -158,8 +156,7 @@ class HttpApi:
             raise _error(404, "not_found", f"the HTTP API serves {PATH} only")
         if scope["method"] != "POST":
             raise _error(405, "method_not_allowed", f"{PATH} takes POST only", (b"allow", b"POST"))
-        if not _json_media_type(_one(headers, "content-type")):
-            raise _error(415, "unsupported_media_type", "the body must be sent as Content-Type: application/json")
+        self._check_media_type(headers)
         body = await _read(headers, receive)
         try:
             arguments = json.loads(body.decode("utf-8"))
@@ -174,6 +171,11 @@ class HttpApi:
         if _has(headers, "origin"):
             raise _error(403, "origin_refused", "requests from web pages (an Origin header) are refused")
 
+    def _check_media_type(self, headers: list[tuple[bytes, bytes]]) -> None:
+        """JSON only: a form or a script without a CORS preflight can send only text/plain, form or multipart."""
+        if not _json_media_type(_one(headers, "content-type")):
+            raise _error(415, "unsupported_media_type", "the body must be sent as Content-Type: application/json")
+
     def _body(self, outcome: Outcome) -> dict[str, Any]:
         """The envelope, and the screenshot when one was taken (as MCP's image content block, in its own key)."""
         data = envelope(outcome)
@@ -182,23 +184,22 @@ class HttpApi:
         return data
 
     async def _call(self, arguments: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> Outcome:
-        """What the MCP tool does with a call (`runtime.adapter`), with the capability taken from the headers."""
-        args = parse(arguments)
-        if isinstance(args, Outcome):
-            return args
+        """What the MCP tool does with a call (`runtime.adapter.serve`), the capability taken from the headers."""
         connection_id = _one(headers, CONNECTION_HEADER)
+        connection: object
         if connection_id is None or not CONNECTION_ID.fullmatch(connection_id):
-            message = (
+            connection = NoConnection(
                 f"no connection to bind the token to: send {CONNECTION_HEADER} (16-128 of A-Z a-z 0-9 _ -), the id "
                 "the host minted the token for"
             )
-            return Outcome(ComputerUseResult.fail(ReasonCode.invalid_capability, message))
+        else:
+            connection = await self._connection(connection_id)
         meta = {
             key: value
             for key, value in ((TOKEN_KEY, _one(headers, TOKEN_HEADER)), (CALL_KEY, _one(headers, CALL_HEADER)))
             if value is not None
         }
-        return await self.service.handle(args, meta, await self._connection(connection_id))
+        return await serve(self.service, arguments, meta, connection)
 
     async def _connection(self, connection_id: str) -> NamedConnection:
         connection = self._connections.get(connection_id)

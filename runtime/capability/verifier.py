@@ -25,6 +25,14 @@ UNIDENTIFIED = object()
 """The connection argument for a stateful call whose MCP connection the runtime could not identify: refused."""
 
 
+class NoConnection:
+    """The connection argument for a call that names no connection its token could be bound to: refused, saying
+    `why` (the HTTP API's request without a usable connection id)."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
 class NamedConnection:
     """A connection that knows the nonce its tokens are minted for, and accepts no other's.
 
@@ -98,7 +106,8 @@ class CapabilityVerifier:
         """Spend the token and return its Page Context. Raises CapabilityError or StaleContext.
 
         `connection` identifies the MCP connection (any weak-referenceable object; None for a stateless client,
-        `UNIDENTIFIED` when the transport's connection could not be found).
+        `UNIDENTIFIED` when the transport's connection could not be found), or the HTTP API's `NamedConnection`
+        (`NoConnection` when its request named none).
         """
         meta = meta or {}
         claims = open_token(meta.get(TOKEN_KEY), self._store.secret)
@@ -107,6 +116,8 @@ class CapabilityVerifier:
                 "this client is stateless (no initialize handshake), so there is no MCP connection to bind the "
                 "token to; connect statefully to use computer_use"
             )
+        if isinstance(connection, NoConnection):
+            raise CapabilityError(connection.why)
         if connection is UNIDENTIFIED:
             raise CapabilityError(
                 "the runtime cannot tell which MCP connection this call came on, so it cannot check the token's "

@@ -59,24 +59,27 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def serving(runtime: Runtime, variant: type[HttpApi] | None = None) -> AsyncIterator[Served]:
-    """The runtime's HTTP app, bearer-protected, under uvicorn on a free loopback port. `variant` (a subclass of
+async def serving(
+    runtime: Runtime, variant: type[HttpApi] | None = None, bearer: str | None = BEARER
+) -> AsyncIterator[Served]:
+    """The runtime's HTTP app, behind `bearer` (None: none, as the app serves it), under uvicorn on a free loopback
+    port. `variant` (a subclass of
     `HttpApi` overriding one rule) replaces the HTTP adapter's class in the live app: a negative control's broken
     part. The socket listens before uvicorn starts, so a client may connect at once."""
     listening = socket.socket()
     listening.bind(("127.0.0.1", 0))
     listening.listen()
     port = listening.getsockname()[1]
-    app = http_app(runtime.server, "127.0.0.1", BEARER)
-    assert isinstance(app, BearerAuth), app
-    assert isinstance(app.app, HttpApi), app.app
+    app = http_app(runtime.server, "127.0.0.1", bearer)
+    api = app.app if isinstance(app, BearerAuth) else app
+    assert isinstance(api, HttpApi), api
     if variant is not None:
         assert issubclass(variant, HttpApi)
-        app.app.__class__ = variant
+        api.__class__ = variant
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5, lifespan="on"))
     task = asyncio.create_task(server.serve(sockets=[listening]))
     try:
-        yield Served(f"http://127.0.0.1:{port}", app.app)
+        yield Served(f"http://127.0.0.1:{port}", api)
     finally:
         server.should_exit = True
         await within(task, CALL_LIMIT, "the HTTP server's end")
