@@ -23,6 +23,7 @@ import pytest
 
 import runtime.http_api as http_api
 from lab.tap import CDPTap
+from runtime.capability.verifier import NamedConnection
 from runtime.client import HttpClient
 from runtime.http_api import CONNECTION_HEADER, PATH, HttpApi
 from suites.harness import Desk
@@ -185,6 +186,21 @@ async def check_streamed_body_capped(desk: Desk, served: Served, session: aiohtt
     assert journal(desk) == before
 
 
+async def check_connections_bounded(desk: Desk, served: Served, session: aiohttp.ClientSession) -> None:
+    """With room for 2 connection ids, a third client's call closes the least recently used id: the table stays at
+    2, and the closed id's next token is refused ("has closed") before any backend call."""
+    clients = [HttpClient(session, served.base, BEARER) for _ in range(3)]
+    request = await desk.request()
+    for client in clients:
+        assert (await within(client.call(request, command="list_pages"), CALL_LIMIT)).get("status") == "ok"
+    kept = len(served.api._connections)
+    assert kept == 2, f"{kept} connection ids kept, room for 2"
+    call, token = request.mint(clients[0].connection)
+    _, body = await within(clients[0].post({"command": "list_pages"}, token=token, tool_call=call), CALL_LIMIT)
+    closed = body.get("reason_code") == "invalid_capability" and "has closed" in body.get("message", "")
+    assert closed, f"a closed connection id's token: expected invalid_capability, got {body}"
+
+
 # -- the HTTP adapter variants the negative controls put into the live app -------------------------------------------
 
 
@@ -200,6 +216,15 @@ class AcceptsAnyBody(IgnoresOrigin):
 
     def _check_media_type(self, headers: list[tuple[bytes, bytes]]) -> None:
         pass
+
+
+class KeepsEveryConnection(HttpApi):
+    """Broken: keeps every connection id it is sent, for ever (its table grows with every new id)."""
+
+    async def _connection(self, connection_id: str) -> NamedConnection:
+        if connection_id not in self._connections:
+            self._connections[connection_id] = NamedConnection(http_api.connection_nonce(connection_id))
+        return self._connections[connection_id]
 
 
 # -- the proofs ---------------------------------------------------------------------------------------------------
@@ -305,6 +330,16 @@ async def test_only_a_json_post_within_64_kib_to_a_loopback_host_with_the_bearer
     await check_streamed_body_capped(one_form, served, http_session)
 
 
+@pytest.mark.before_any_backend
+@pytest.mark.req("http:token-required")
+async def test_the_connection_ids_kept_are_bounded_and_a_closed_ids_tokens_are_refused(
+    one_form: Desk, http_session: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http_api, "CONNECTIONS", 2)
+    async with serving(one_form.runtime) as served:
+        await check_connections_bounded(one_form, served, http_session)
+
+
 # -- negative controls --------------------------------------------------------------------------------------------
 
 
@@ -365,3 +400,15 @@ async def test_the_size_check_catches_an_adapter_without_a_body_cap(
     monkeypatch.setattr(http_api, "MAX_BODY", 1 << 30)
     with pytest.raises(AssertionError, match="over 64 KiB: expected 413"):
         await check_request_limits(one_form, served, http_session, tap)
+
+
+@pytest.mark.before_any_backend
+@pytest.mark.negative_control
+@pytest.mark.req("http:token-required")
+async def test_the_bound_check_catches_an_adapter_that_keeps_every_connection_id(
+    one_form: Desk, http_session: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http_api, "CONNECTIONS", 2)
+    async with serving(one_form.runtime, KeepsEveryConnection) as broken:
+        with pytest.raises(AssertionError, match="3 connection ids kept, room for 2"):
+            await check_connections_bounded(one_form, broken, http_session)
