@@ -1,4 +1,5 @@
-"""The service core: one set of rules behind every adapter (today the MCP server, `runtime/mcp/server.py`).
+"""The service core: one set of rules behind every adapter (the MCP server, `runtime/mcp/server.py`, and the plain
+HTTP API, `runtime/http_api.py`, both through `runtime/adapter.py`).
 
 Every call goes: arguments (validated by the adapter) → capability (before any backend call) → Page resolution
 and binding checks (the session manager, `runtime/sessions.py`) → the command's rules (`runtime/commands/`: policy,

@@ -25,6 +25,29 @@ UNIDENTIFIED = object()
 """The connection argument for a stateful call whose MCP connection the runtime could not identify: refused."""
 
 
+class NoConnection:
+    """The connection argument for a call that names no connection its token could be bound to: refused, saying
+    `why` (the HTTP API's request without a usable connection id)."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+class NamedConnection:
+    """A connection that knows the nonce its tokens are minted for, and accepts no other's.
+
+    The plain HTTP API has no MCP connection: its client names one in a header, and the adapter derives the nonce
+    from that name (`runtime/http_api.py`). Beyond the binding every connection gets (first use binds, see
+    `CapabilityVerifier._bind`), a named connection refuses a token minted for another nonce even on its first use:
+    the name is a secret the token does not carry, so a token alone cannot be spent elsewhere. Closing its
+    `exit_stack` ends the connection as an MCP client's going away does.
+    """
+
+    def __init__(self, nonce: str) -> None:
+        self.nonce = nonce
+        self.exit_stack = AsyncExitStack()
+
+
 class StaleContext(Exception):
     """A genuine token whose Page Context is no longer current."""
 
@@ -83,7 +106,8 @@ class CapabilityVerifier:
         """Spend the token and return its Page Context. Raises CapabilityError or StaleContext.
 
         `connection` identifies the MCP connection (any weak-referenceable object; None for a stateless client,
-        `UNIDENTIFIED` when the transport's connection could not be found).
+        `UNIDENTIFIED` when the transport's connection could not be found), or the HTTP API's `NamedConnection`
+        (`NoConnection` when its request named none).
         """
         meta = meta or {}
         claims = open_token(meta.get(TOKEN_KEY), self._store.secret)
@@ -92,6 +116,8 @@ class CapabilityVerifier:
                 "this client is stateless (no initialize handshake), so there is no MCP connection to bind the "
                 "token to; connect statefully to use computer_use"
             )
+        if isinstance(connection, NoConnection):
+            raise CapabilityError(connection.why)
         if connection is UNIDENTIFIED:
             raise CapabilityError(
                 "the runtime cannot tell which MCP connection this call came on, so it cannot check the token's "
@@ -150,6 +176,8 @@ class CapabilityVerifier:
 
     def _bind(self, nonce: str, connection: object) -> None:
         """A nonce belongs to the first open connection that presents it, and a connection to its first nonce."""
+        if isinstance(connection, NamedConnection) and connection.nonce != nonce:
+            raise CapabilityError("this page_context_token was minted for another connection id")
         key = id(connection)  # entries leave when the connection closes, before its id can be reused
         known = self._nonce_of.get(key)
         if known is None:

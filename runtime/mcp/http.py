@@ -1,4 +1,4 @@
-"""`computer_use` over streamable HTTP, and who may reach it.
+"""`computer_use` over streamable HTTP (MCP at /mcp, the plain HTTP API at /v1/computer_use), and who may reach it.
 
 The SDK's streamable HTTP transport checks `Host` and `Origin` (DNS-rebinding protection) only when bound to one of
 `LOOPBACK_HOSTS`, and it authenticates nobody. On any other address every machine that can route to the port, and
@@ -22,6 +22,9 @@ from typing import Any
 
 import uvicorn
 from mcp.server import MCPServer
+
+from runtime.http_api import HttpApi
+from runtime.mcp.server import ComputerUseServer
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 """Exactly the names the SDK protects against DNS rebinding (`127.0.0.2` is loopback, but not one of them)."""
@@ -111,8 +114,11 @@ class BearerAuth:
 
 
 def http_app(server: MCPServer, host: str, token: str | None) -> ASGIApp:
-    """The server's streamable HTTP app (at /mcp), behind `BearerAuth` when a token is configured."""
+    """The server's streamable HTTP app (at /mcp) and, for a `ComputerUseServer`, the plain HTTP API over the same
+    service (`runtime.http_api`, at /v1/computer_use); both behind `BearerAuth` when a token is configured."""
     app: ASGIApp = server.streamable_http_app(host=host)
+    if isinstance(server, ComputerUseServer) and server.service is not None:
+        app = HttpApi(server.service, app, check_host=host in LOOPBACK_HOSTS)
     return BearerAuth(app, token) if token is not None else app
 
 

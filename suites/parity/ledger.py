@@ -522,6 +522,42 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req("protocol:http", "adapters", "a real client over streamable HTTP lists one tool, refused without token"),
     _req(
+        "http:symmetric",
+        "plain-http-api",
+        "the same task (list_pages, observe, act, verify) through MCP and through POST /v1/computer_use gives the "
+        "same results field by field, ids and timings aside",
+    ),
+    _req(
+        "http:errors-symmetric",
+        "plain-http-api",
+        "(backend-independent: nothing reaches a backend) invalid arguments, a missing token and a replayed token "
+        "get the same envelope through MCP and HTTP, 0 CDP calls",
+    ),
+    _req(
+        "http:origin-refused",
+        "plain-http-api",
+        "(backend-independent) a request with an Origin header gets 403, even with a valid token: nothing reaches "
+        "the service, 0 CDP calls",
+    ),
+    _req(
+        "http:token-required",
+        "plain-http-api",
+        "(backend-independent) over HTTP no token, or a token minted for another connection id, is "
+        "invalid_capability before any backend call",
+    ),
+    _req(
+        "http:request-limits",
+        "plain-http-api",
+        "(backend-independent) only POST (405), only application/json (415), at most 64 KiB (413), a loopback Host "
+        "(421), the bearer token when configured (401), malformed JSON 400 invalid_arguments: none reaches the "
+        "service",
+    ),
+    _req(
+        "http:same-port",
+        "plain-http-api",
+        "(backend-independent) computer-use serve --transport http answers POST /v1/computer_use on its MCP port",
+    ),
+    _req(
         "protocol:third-party-client",
         "phase-1-the-mcp-server",
         "the MCP Inspector CLI gets one tool and a structured refusal",

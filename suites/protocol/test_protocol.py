@@ -7,15 +7,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 from mcp import Client, StdioServerParameters
 
 from lab.tap import CDPTap
+from runtime.http_api import CONNECTION_HEADER, PATH
 from runtime.models import ComputerUseResult
 from suites.harness import Agent
 from suites.proofs import assert_no_runtime_calls
@@ -143,6 +146,29 @@ async def test_over_streamable_http_a_client_lists_one_tool_and_gets_invalid_cap
         tap.clear()
         result = await _no_token_call(client)
     assert result.reason_code == "invalid_capability"
+    assert_no_runtime_calls(tap)
+
+
+@pytest.mark.req("http:same-port", "http:token-required", "capability:missing")
+async def test_computer_use_serve_over_http_answers_the_plain_http_api_on_its_mcp_port(
+    http_server: str, tap: CDPTap
+) -> None:
+    api = http_server.removesuffix("/mcp") + PATH
+    async with Client(http_server) as client:
+        assert_only_computer_use((await client.list_tools()).tools)
+        tap.clear()
+        mcp = await _no_token_call(client)
+    headers = {CONNECTION_HEADER: secrets.token_urlsafe(24)}
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
+        session.post(api, json={"command": "list_pages"}, headers=headers) as response,
+    ):
+        status, body = response.status, await response.json()
+    assert status == 200, (status, body)
+    assert body == mcp.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {
+        "elapsed_ms": body.get("elapsed_ms")
+    }, (body, mcp)
+    assert body["reason_code"] == "invalid_capability", body
     assert_no_runtime_calls(tap)
 
 
