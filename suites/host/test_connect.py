@@ -22,6 +22,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import Implementation
 
+from backends.common.child_backend import node_bin
 from fixtures_sites.server import FixtureServer
 from host.app import HostApp
 from host.connect import tool_list
@@ -337,3 +338,75 @@ async def test_a_peer_of_another_uid_is_closed_before_any_answer(start_app: Star
     finally:
         writer.close()
     assert not app.grants.pairings
+
+
+INSPECTOR_TIMEOUT = 120.0
+LOAD_CALLS = 30
+LOAD_RATE = 2
+"""The Inspector's load mode calls the tool LOAD_CALLS times at LOAD_RATE per second on one connection: the window
+in which the person grants access (its pacing is the client's own; the test waits for events, never a clock)."""
+
+
+def client_config(app: HostApp, path: Path) -> Path:
+    """The `mcpServers` entry docs/clients.md gives for Cursor and the MCP Inspector, with this checkout's Python in
+    place of the `computer-use` console script (which runs the installed package) and the app's config dir."""
+    config = {
+        "mcpServers": {
+            "computer-use": {
+                "command": sys.executable,
+                "args": ["-m", "host.connect", "--config-dir", str(app.config_dir)],
+                "env": {"PYTHONPATH": str(ROOT)},
+            }
+        }
+    }
+    path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return path
+
+
+@pytest.mark.req("connect:inspector", "connect:grant", "connect:isolation")
+async def test_the_mcp_inspector_cli_lists_the_tool_and_its_calls_work_from_the_grant_on(
+    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tap: CDPTap, tmp_path: Path
+) -> None:
+    inspector = node_bin() / "mcp-inspector"
+    app = await start_app()
+    console = await console_of(app)
+    form = await open_fixture(console, fixture_server, "/dom_form/", "left", "Checkout")
+    other = await open_fixture(console, fixture_server, "/catalogue/", "right", "")
+    config = client_config(app, tmp_path / "mcp.json")
+    env = {**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
+    base = [str(inspector), "--cli", "--config", str(config), "--server", "computer-use", "--format", "json"]
+
+    listed = tmp_path / "listed.json"
+    process = await asyncio.create_subprocess_exec(
+        *base, "--output", str(listed), "--method", "tools/list",
+        env=env, cwd=str(tmp_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(process.communicate(), INSPECTOR_TIMEOUT)
+    assert process.returncode == 0, err.decode()[-2000:]
+    tools = json.loads(listed.read_text(encoding="utf-8"))["tools"]
+    assert [tool["name"] for tool in tools] == ["computer_use"]
+
+    tap.clear()
+    journal = journal_length(app)
+    process = await asyncio.create_subprocess_exec(  # the load summary comes on stdout (it takes no --output)
+        str(inspector), "--cli", "--config", str(config), "--server", "computer-use",
+        "--method", "tools/call", "--tool-name", "computer_use", "--tool-arg", "command=list_pages",
+        "--load", "--load-requests", str(LOAD_CALLS), "--load-rate", str(LOAD_RATE), "--load-concurrency", "1",
+        env=env, cwd=str(tmp_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        who = await asking(console)
+        await grant(console, who, [form])
+        out, err = await asyncio.wait_for(process.communicate(), INSPECTOR_TIMEOUT)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 0, err.decode()[-2000:]
+    summary = json.loads(out)
+    assert summary["requests"] == LOAD_CALLS, summary
+    assert summary["ok"] >= 1, f"no call worked after the grant: {summary}"
+    reached = list(app.runtime.service.journal)[journal:]
+    assert [record.code for record in reached] == ["ok"] * summary["ok"], "a refused call reached the runtime"
+    assert summary["toolErrors"] == LOAD_CALLS - summary["ok"]
+    assert_untouched(tap, {"the other Page": app.runtime.registry.get(other).cdp_target_id})
