@@ -75,7 +75,6 @@ class Bridge:
         self._writer: asyncio.StreamWriter | None = None
         self._introduced: str | None = None
         self._client: Client | None = None
-        self._client_url = ""
         self._client_task: asyncio.Task[None] | None = None
         self._client_stop = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -103,6 +102,9 @@ class Bridge:
             await self._unpair()
             return False
         self.mcp_url = url
+        # A new pairing mints for a new connection nonce, which binds to the first MCP connection presenting it:
+        # an MCP connection of an earlier pairing (bound to that pairing's nonce) must not carry these tokens.
+        await self._close_client()
         return True
 
     async def _unpair(self) -> None:
@@ -159,7 +161,7 @@ class Bridge:
     # -- the app's MCP URL --------------------------------------------------------------------------------------
 
     async def _mcp(self) -> Client:
-        if self._client is not None and self._client_url == self.mcp_url:
+        if self._client is not None:
             return self._client
         await self._close_client()
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
@@ -170,7 +172,7 @@ class Bridge:
         if ready not in done:
             await self._close_client()
             raise AppGone
-        self._client, self._client_url = ready.result(), self.mcp_url
+        self._client = ready.result()
         return self._client
 
     async def _hold_client(self, url: str, ready: asyncio.Future[Client]) -> None:

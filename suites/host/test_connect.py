@@ -32,6 +32,7 @@ from lab.tap import CDPTap
 from runtime.models import ComputerUseResult
 from suites.harness import ref_of
 from suites.host.conftest import Console, StartApp
+from suites.host.test_app import tokens_in
 from suites.proofs import assert_untouched
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,29 +157,35 @@ async def grant_scenario(
 
         await grant(console, who, [form])
         tap.clear()
-        listed_pages = result_of(await client.call_tool("computer_use", {"command": "list_pages"}))
+        answers: list[Any] = []
+
+        async def use(arguments: dict[str, Any]) -> ComputerUseResult:
+            answers.append(await client.call_tool("computer_use", arguments))
+            return result_of(answers[-1])
+
+        listed_pages = await use({"command": "list_pages"})
         assert listed_pages.status == "ok", listed_pages
         assert [page.handle for page in listed_pages.pages or []] == [form], "the client sees Pages it was not granted"
 
-        seen = result_of(await client.call_tool("computer_use", {"command": "observe", "page": form}))
+        seen = await use({"command": "observe", "page": form})
         assert seen.status == "ok", seen
-        acted = result_of(
-            await client.call_tool(
-                "computer_use",
-                {
-                    "command": "act",
-                    "computer_session_id": seen.computer_session_id,
-                    "frame_id": seen.frame_id,
-                    "action": {"type": "type", "ref": ref_of(seen, "textbox", "Full name"), "text": "Ada"},
-                },
-            )
+        acted = await use(
+            {
+                "command": "act",
+                "computer_session_id": seen.computer_session_id,
+                "frame_id": seen.frame_id,
+                "action": {"type": "type", "ref": ref_of(seen, "textbox", "Full name"), "text": "Ada"},
+            }
         )
         assert acted.status == "ok", acted
-        refused = result_of(await client.call_tool("computer_use", {"command": "observe", "page": other}))
+        refused = await use({"command": "observe", "page": other})
         assert refused.status == "failed", refused
         assert refused.reason_code == "invalid_capability", refused
         assert_untouched(tap, elsewhere)
         assert tap.by_target().get(pages["the form"]), "the granted Page was never reached: the check proves nothing"
+
+        leaked = tokens_in([raw.structured_content for raw in answers], app.runtime.host.store.secret)
+        assert leaked == [], f"a capability token reached the third-party client: {leaked}"
 
         await revoke(console, who)
         tap.clear()
