@@ -204,8 +204,15 @@ class Bridge:
             try:
                 answer = await self._ask({"op": "token"})
             except AppGone:
+                # The app may have restarted since the last call: pair once more (a new pairing asks anew).
                 await self._unpair()
-                return refusal(ReasonCode.invalid_capability, "the computer-use app went away", START_HINT)
+                if not await self._introduce(client_name):
+                    return refusal(ReasonCode.invalid_capability, "the computer-use app went away", START_HINT)
+                try:
+                    answer = await self._ask({"op": "token"})
+                except AppGone:
+                    await self._unpair()
+                    return refusal(ReasonCode.invalid_capability, "the computer-use app went away", START_HINT)
             token, tool_call = answer.get("token"), answer.get("tool_call")
             if not answer.get("ok") or not isinstance(token, str) or not isinstance(tool_call, str):
                 message = str(answer.get("message") or "no grant")[:300]

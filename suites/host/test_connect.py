@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import stat
 import sys
 from collections.abc import AsyncIterator
@@ -417,3 +418,51 @@ async def test_the_mcp_inspector_cli_lists_the_tool_and_its_calls_work_from_the_
     assert [record.code for record in reached] == ["ok"] * summary["ok"], "a refused call reached the runtime"
     assert summary["toolErrors"] == LOAD_CALLS - summary["ok"]
     assert_untouched(tap, {"the other Page": app.runtime.registry.get(other).cdp_target_id})
+
+
+@pytest.mark.req("connect:socket")
+async def test_a_second_app_on_the_same_config_dir_leaves_the_first_apps_socket_alone(start_app: StartApp) -> None:
+    first = await start_app()
+    second = await start_app()
+    assert first.pairing is not None
+    assert second.pairing is None
+    notices = [json.loads(event) for event in second.events.events]
+    assert any("cannot connect" in event.get("text", "") for event in notices if event["type"] == "notice")
+    reader, writer = await asyncio.open_unix_connection(str(socket_path(first.config_dir)))
+    try:
+        hello = json.loads(await asyncio.wait_for(reader.readline(), 10))
+    finally:
+        writer.close()
+    assert hello["mcp_url"] == first.mcp_url, "the second app took the first one's clients"
+
+
+@pytest.mark.req("connect:socket")
+async def test_a_socket_left_by_an_app_that_died_is_replaced(start_app: StartApp, tmp_path: Path) -> None:
+    path = socket_path(tmp_path / "config")
+    path.parent.mkdir(parents=True, mode=0o755)  # too open: the app tightens it
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
+        dead.bind(str(path))  # bound, never listening, closed: what a killed app leaves behind
+    app = await start_app()
+    assert app.pairing is not None
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+@pytest.mark.req("connect:grant")
+async def test_connect_pairs_anew_with_a_restarted_app_and_works_after_its_grant(
+    start_app: StartApp, console_of: Any, fixture_server: FixtureServer
+) -> None:
+    first = await start_app()
+    async with connected(first) as client:
+        await client.list_tools()
+        await asking(await console_of(first))
+        await first.close()  # the app stops; the client and its connect go on
+
+        second = await start_app()
+        console = await console_of(second)
+        form = await open_fixture(console, fixture_server, "/dom_form/", "left", "Checkout")
+        raw = await client.call_tool("computer_use", {"command": "list_pages"})
+        assert result_of(raw).reason_code == "invalid_capability", "a grant carried over to another app run"
+        await grant(console, await asking(console), [form])
+        listed = result_of(await client.call_tool("computer_use", {"command": "list_pages"}))
+        assert [page.handle for page in listed.pages or []] == [form], listed
