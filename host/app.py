@@ -194,7 +194,6 @@ class HostApp:
         await self.console.start(config.console_port)
         self._publish_settings()
         self._publish_pages()
-        self.grants.show()
         await self._serve_pairing()
         self.events.publish({"type": "turn", "state": "idle"})
         self.events.publish({"type": "notice", "text": " ".join(self._notices)})
@@ -251,6 +250,9 @@ class HostApp:
             self.pairing = await self.pairing_class(self.grants, socket_path(self.config_dir), self.mcp_url).start()
         except (PairingError, OSError) as exc:
             self._notices.append(f"MCP clients cannot connect through `computer-use connect`: {clip(exc, 300)}.")
+        else:
+            self.grants.socket = str(self.pairing.path)
+        self.grants.show()
 
     async def _hold_client(self, ready: asyncio.Future[Client]) -> None:
         async with Client(self.mcp_url, mode="legacy") as client:

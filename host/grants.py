@@ -86,6 +86,8 @@ class GrantStore:
     new_host: Callable[[], Host]
     publish: Callable[[dict[str, Any]], None]
     clock: Callable[[], float] = time.monotonic
+    socket: str = ""
+    """Where `computer-use connect` pairs (shown in the console); "" while clients cannot connect."""
     pairings: dict[str, Pairing] = field(default_factory=dict)
     _numbers: Any = field(default_factory=lambda: itertools.count(1), repr=False)
 
@@ -101,9 +103,8 @@ class GrantStore:
         pairing = self.pairings.get(pairing_id)
         if pairing is None:
             return
-        name = clean_name(name)
-        if pairing.client != name:
-            pairing.client = name
+        if not pairing.client:  # once introduced, a client cannot rename itself (say, after its grant)
+            pairing.client = clean_name(name)
             self.show()
 
     def unpair(self, pairing_id: str) -> None:
@@ -238,4 +239,4 @@ class GrantStore:
                     "ended": pairing.ended,
                 }
             )
-        self.publish({"type": "grants", "clients": clients})
+        self.publish({"type": "grants", "clients": clients, "socket": self.socket})

@@ -520,7 +520,10 @@
     notice: (event) => setNotice(event.text),
     pages: (event) => setPages(event.pages),
     settings: setSettings,
-    grants: (event) => setGrants(Array.isArray(event.clients) ? event.clients : []),
+    grants: (event) => {
+      setGrants(Array.isArray(event.clients) ? event.clients : []);
+      setText($("grants-socket"), event.socket ? `Clients pair over ${event.socket}.` : "");
+    },
   };
 
   function handle(event) {

@@ -150,6 +150,7 @@ async def grant_scenario(
         assert [(t.name, t.input_schema) for t in listed] == [(t.name, t.input_schema) for t in await tool_list()]
         who = await asking(console)
         assert await console.text(f'#grants li[data-client="{who}"] .ask') == "Test Client asks for browser access"
+        assert str(socket_path(app.config_dir)) in await console.text("#grants-socket")
 
         tap.clear()
         journal = journal_length(app)
