@@ -450,6 +450,9 @@ class HostApp:
     async def revoke_access(self, client: str) -> None:
         self.grants.revoke(client)
 
+    async def deny_access(self, client: str) -> None:
+        self.grants.deny(client)
+
     # -- stopping -------------------------------------------------------------------------------------------
 
     async def close(self) -> None:

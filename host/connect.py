@@ -217,7 +217,8 @@ class Bridge:
             if not answer.get("ok") or not isinstance(token, str) or not isinstance(tool_call, str):
                 message = str(answer.get("message") or "no grant")[:300]
                 hint = str(answer.get("hint") or "")[:300] or None
-                return refusal(ReasonCode.invalid_capability, message, hint)
+                code = ReasonCode.target_lost if answer.get("code") == "target_lost" else ReasonCode.invalid_capability
+                return refusal(code, message, hint)
             try:
                 client = await self._mcp()
                 return await client.call_tool(TOOL, arguments, meta={TOKEN_KEY: token, CALL_KEY: tool_call})

@@ -75,6 +75,7 @@ class Pairing:
     client: str = ""
     grant: Grant | None = None
     ended: str = ""
+    denied: bool = False
 
 
 @dataclass
@@ -117,6 +118,8 @@ class GrantStore:
 
     def grant(self, pairing_id: str, pages: list[str], bound: str, minutes: float | None = None) -> Grant:
         pairing = self._pairing(pairing_id)
+        if pairing.denied:
+            raise Refused(f"{pairing.client} was denied; start it again to let it ask again.", 409)
         if bound not in BOUNDS:
             raise Refused(f"a grant lasts until one of: {', '.join(BOUNDS)}", 400)
         handles = list(dict.fromkeys(pages))
@@ -147,6 +150,14 @@ class GrantStore:
         self._end(pairing, "revoked")
         self.show()
 
+    def deny(self, pairing_id: str) -> None:
+        """The person does not want this client: its request leaves the console, and it gets nothing while it runs
+        (a client started again asks again)."""
+        pairing = self._pairing(pairing_id)
+        self._end(pairing, "denied")
+        pairing.denied = True
+        self.show()
+
     # -- the bridge's calls -------------------------------------------------------------------------------------
 
     def current(self, pairing: Pairing) -> Grant | None:
@@ -167,6 +178,8 @@ class GrantStore:
         pairing = self.pairings.get(pairing_id)
         if pairing is None:
             raise NoGrant("this client is not paired with the app")
+        if pairing.denied:
+            raise NoGrant(f"the user denied {pairing.client or 'this client'} browser access")
         grant = self.current(pairing)
         if grant is None:
             why = f" (the last grant ended: {pairing.ended})" if pairing.ended else ""
@@ -225,8 +238,8 @@ class GrantStore:
     def show(self) -> None:
         clients = []
         for pairing in self.pairings.values():
-            if not pairing.client:
-                continue  # not yet introduced: nothing to ask the person
+            if not pairing.client or pairing.denied:
+                continue  # not yet introduced, or denied: nothing to ask the person
             grant = pairing.grant
             clients.append(
                 {

@@ -11,7 +11,8 @@ The protocol is one JSON object per line, at most `MAX_LINE` bytes, each request
 - `{"op": "client", "name": ..., "version": ...}`: who the third-party client says it is (from its MCP
   `initialize`); from then on the console shows its request for access. Answer `{"ok": true}`;
 - `{"op": "token"}`: a token for one forwarded tool call. Answer `{"ok": true, "token": ..., "tool_call": ...}`
-  while a grant holds, else `{"ok": false, "message": ..., "hint": ...}`.
+  while a grant holds, else `{"ok": false, "message": ..., "hint": ...}` (with `"code": "target_lost"` when the
+  grant holds but its Pages could not be read).
 
 A connection is one pairing: when it closes, its grant ends.
 """
@@ -156,6 +157,13 @@ class PairingServer:
                 tool_call, token = await self.grants.mint(pairing)
             except NoGrant as refusal:
                 return {"ok": False, "message": str(refusal), "hint": GRANT_HINT}
+            except Exception as exc:  # the browser, say, while the Page Context was taken: the grant stays
+                log.warning("no token for %s", pairing, exc_info=True)
+                return {
+                    "ok": False,
+                    "code": "target_lost",
+                    "message": f"the Pages could not be read ({type(exc).__name__})",
+                }
             return {"ok": True, "token": token, "tool_call": tool_call}
         return {"ok": False, "message": "op is client or token"}
 

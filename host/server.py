@@ -89,6 +89,8 @@ class ConsoleActions(Protocol):
 
     async def revoke_access(self, client: str) -> None: ...
 
+    async def deny_access(self, client: str) -> None: ...
+
 
 class EventLog:
     """Everything the console was told, in order: replayed to each new subscriber, then streamed."""
@@ -146,6 +148,7 @@ class ConsoleServer:
             "api/refresh": self._refresh,
             "api/grant": self._grant,
             "api/revoke": self._revoke,
+            "api/deny": self._deny,
         }
 
     @property
@@ -309,6 +312,12 @@ class ConsoleServer:
         if not isinstance(client, str):
             raise Refused("revoke is {client: id}", 400)
         await self.actions.revoke_access(client)
+
+    async def _deny(self, body: dict[str, Any]) -> None:
+        client = body.get("client")
+        if not isinstance(client, str):
+            raise Refused("deny is {client: id}", 400)
+        await self.actions.deny_access(client)
 
 
 class DemoServer:

@@ -487,7 +487,13 @@
       grant.disabled = true;
       if (!(await post("api/grant", body))) grant.disabled = false;
     });
-    row.append(bound, minutes, grant);
+    const deny = el("button", "deny", "Deny");
+    deny.type = "button";
+    deny.addEventListener("click", async () => {
+      deny.disabled = true;
+      if (!(await post("api/deny", {client: client.id}))) deny.disabled = false;
+    });
+    row.append(bound, minutes, grant, deny);
     item.append(row);
   }
 

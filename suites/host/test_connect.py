@@ -467,3 +467,21 @@ async def test_connect_pairs_anew_with_a_restarted_app_and_works_after_its_grant
         await grant(console, await asking(console), [form])
         listed = result_of(await client.call_tool("computer_use", {"command": "list_pages"}))
         assert [page.handle for page in listed.pages or []] == [form], listed
+
+
+@pytest.mark.req("connect:console", "connect:revoke")
+async def test_a_denied_client_leaves_the_console_and_is_refused_while_it_runs(
+    start_app: StartApp, console_of: Any
+) -> None:
+    app = await start_app()
+    console = await console_of(app)
+    async with connected(app) as client:
+        await client.list_tools()
+        who = await asking(console)
+        await console.click(f'#grants li.client[data-client="{who}"] button.deny')
+        await console.until(f"!document.querySelector('#grants li.client[data-client=\"{who}\"]')")
+        journal = journal_length(app)
+        raw = await client.call_tool("computer_use", {"command": "list_pages"})
+        assert result_of(raw).reason_code == "invalid_capability"
+        assert "denied" in result_of(raw).message
+        assert journal_length(app) == journal, "the denied client's call reached the runtime"
