@@ -24,6 +24,8 @@ from typing import Any
 import uvicorn
 from mcp import Client
 
+from host.grants import GrantStore
+from host.pairing import PairingError, PairingServer, socket_path
 from host.providers import make_provider
 from host.providers.base import Provider, ProviderError, ToolSpec
 from host.server import DEMO_TITLE, ConsoleServer, DemoServer, EventLog
@@ -106,17 +108,23 @@ class HostApp:
     console_class: type[ConsoleServer] = ConsoleServer
     conversation_class: type[Conversation] = Conversation
     client_class: type[HostedClient] = HostedClient
+    grants_class: type[GrantStore] = GrantStore
+    pairing_class: type[PairingServer] = PairingServer
 
     def __init__(self, config: AppConfig) -> None:
         self.config = config
         self.events = EventLog()
-        self.settings_store = SettingsStore(config.config_dir or default_config_dir(), BACKENDS)
+        self.config_dir = config.config_dir or default_config_dir()
+        self.settings_store = SettingsStore(self.config_dir, BACKENDS)
         self.console = self.console_class(self, self.events, config.console_dir)
         self.demo: DemoServer | None = None
         self.runtime: Runtime
         self.conversation: Conversation
         self.chat_page: Page | None = None
         self.mcp_url = ""
+        self.grants: GrantStore
+        self.pairing: PairingServer | None = None
+        self._grant_timers: list[asyncio.TimerHandle] = []
         self._chromium: PrivateChromium | None = None
         self._runtime: Runtime | None = None
         self._mcp_server: _MCPServer | None = None
@@ -180,11 +188,13 @@ class HostApp:
             emit=self.events.publish,
             on_provider_request=self._publish_pages,
         )
+        self.grants = self.grants_class(self.runtime.registry, self.runtime.new_host, self.events.publish)
         self.runtime.registry.listen(self._on_page_event)
         self.runtime.cdp.listen(self._on_cdp_event)
         await self.console.start(config.console_port)
         self._publish_settings()
         self._publish_pages()
+        await self._serve_pairing()
         self.events.publish({"type": "turn", "state": "idle"})
         self.events.publish({"type": "notice", "text": " ".join(self._notices)})
         if config.open_console:
@@ -232,6 +242,17 @@ class HostApp:
                 task.result()  # raise why it ended
             raise StartError(f"no MCP connection to {self.mcp_url} within {READY_TIMEOUT:g}s")
         return ready.result()
+
+    async def _serve_pairing(self) -> None:
+        """Let `computer-use connect` pair over the private socket in the config dir; without it the app still
+        runs (the console says why third-party clients cannot connect)."""
+        try:
+            self.pairing = await self.pairing_class(self.grants, socket_path(self.config_dir), self.mcp_url).start()
+        except (PairingError, OSError) as exc:
+            self._notices.append(f"MCP clients cannot connect through `computer-use connect`: {clip(exc, 300)}.")
+        else:
+            self.grants.socket = str(self.pairing.path)
+        self.grants.show()
 
     async def _hold_client(self, ready: asyncio.Future[Client]) -> None:
         async with Client(self.mcp_url, mode="legacy") as client:
@@ -330,6 +351,7 @@ class HostApp:
         if what == "registered":
             self._schedule_refresh()
         self._publish_pages()
+        self.grants.on_page_event(page, what)
 
     def _on_cdp_event(self, method: str, params: dict[str, Any], session_id: str | None) -> None:
         if session_id is None and method == "Target.targetInfoChanged":
@@ -421,6 +443,20 @@ class HostApp:
     async def refresh_pages(self) -> None:
         await self._schedule_refresh()
 
+    async def grant_access(self, client: str, pages: list[str], bound: str, minutes: float | None) -> None:
+        """The user granted a paired MCP client these Pages, until revoked, for `minutes`, or until a Page
+        changes."""
+        grant = self.grants.grant(client, pages, bound, minutes)
+        if grant.expires_at is not None:
+            delay = max(grant.expires_at - self.grants.clock(), 0)
+            self._grant_timers.append(asyncio.get_running_loop().call_later(delay + 0.05, self.grants.expire))
+
+    async def revoke_access(self, client: str) -> None:
+        self.grants.revoke(client)
+
+    async def deny_access(self, client: str) -> None:
+        self.grants.deny(client)
+
     # -- stopping -------------------------------------------------------------------------------------------
 
     async def close(self) -> None:
@@ -432,6 +468,10 @@ class HostApp:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        for timer in self._grant_timers:
+            timer.cancel()
+        if self.pairing is not None:
+            await self.pairing.close()
         await self.console.close()
         if self.demo is not None:
             await self.demo.close()

@@ -85,6 +85,12 @@ class ConsoleActions(Protocol):
 
     async def refresh_pages(self) -> None: ...
 
+    async def grant_access(self, client: str, pages: list[str], bound: str, minutes: float | None) -> None: ...
+
+    async def revoke_access(self, client: str) -> None: ...
+
+    async def deny_access(self, client: str) -> None: ...
+
 
 class EventLog:
     """Everything the console was told, in order: replayed to each new subscriber, then streamed."""
@@ -140,6 +146,9 @@ class ConsoleServer:
             "api/access": self._access,
             "api/open": self._open,
             "api/refresh": self._refresh,
+            "api/grant": self._grant,
+            "api/revoke": self._revoke,
+            "api/deny": self._deny,
         }
 
     @property
@@ -285,6 +294,30 @@ class ConsoleServer:
 
     async def _refresh(self, body: dict[str, Any]) -> None:
         await self.actions.refresh_pages()
+
+    async def _grant(self, body: dict[str, Any]) -> None:
+        client, pages, bound, minutes = body.get("client"), body.get("pages"), body.get("bound"), body.get("minutes")
+        if (
+            not isinstance(client, str)
+            or not isinstance(pages, list)
+            or not all(isinstance(p, str) for p in pages)
+            or not isinstance(bound, str)
+            or not (minutes is None or (isinstance(minutes, int | float) and not isinstance(minutes, bool)))
+        ):
+            raise Refused("a grant is {client: id, pages: [handle, ...], bound: revoke|time|page, minutes?}", 400)
+        await self.actions.grant_access(client, pages, bound, minutes)
+
+    async def _revoke(self, body: dict[str, Any]) -> None:
+        client = body.get("client")
+        if not isinstance(client, str):
+            raise Refused("revoke is {client: id}", 400)
+        await self.actions.revoke_access(client)
+
+    async def _deny(self, body: dict[str, Any]) -> None:
+        client = body.get("client")
+        if not isinstance(client, str):
+            raise Refused("deny is {client: id}", 400)
+        await self.actions.deny_access(client)
 
 
 class DemoServer:

@@ -15,6 +15,7 @@
   const turnPages = $("turn-pages");
   const pagesList = $("pages");
   const backendSelect = $("backend");
+  const grantsList = $("grants");
 
   const TURN_WORDS = {
     idle: "Idle",
@@ -23,6 +24,13 @@
     error: "Provider error",
   };
   const AT_BOTTOM = 24; // px: closer than this to the bottom counts as "at the bottom"
+
+  const BOUND_WORDS = {
+    revoke: "until you revoke it",
+    time: "for a time limit",
+    page: "until one of its Pages changes",
+  };
+  let currentPages = []; // the Pages as last announced: what a grant may name
 
   const messages = new Map(); // message id -> {article, body, cards, draft, raw, committed}
   const cards = new Map(); // call id -> {article, fields, buttons}
@@ -343,6 +351,8 @@
       if (!seen.has(box.dataset.page)) box.closest("label").remove();
     }
     $("pages-empty").hidden = pages.length > 0;
+    currentPages = pages;
+    for (const item of grantsList.children) grantPages(item);
   }
 
   function pageItem(page) {
@@ -400,6 +410,112 @@
     if (event.backend) backendSelect.value = event.backend;
   }
 
+  // -- MCP clients: a paired `computer-use connect` asks, the user grants named Pages with a bound, or revokes ----
+
+  function setGrants(clients) {
+    const seen = new Set();
+    for (const client of clients) {
+      seen.add(client.id);
+      clientItem(client);
+    }
+    for (const item of [...grantsList.children]) {
+      if (!seen.has(item.dataset.client)) item.remove();
+    }
+    $("grants-empty").hidden = clients.length > 0;
+  }
+
+  function pageName(handle) {
+    const page = currentPages.find((p) => p.handle === handle);
+    return page ? `${page.relation}: ${page.title || handle}` : handle;
+  }
+
+  function clientItem(client) {
+    let item = [...grantsList.children].find((node) => node.dataset.client === client.id);
+    const key = JSON.stringify([client.client, client.state, client.pages, client.bound, client.until, client.ended]);
+    if (item && item.dataset.key === key) return;
+    if (!item) {
+      item = el("li", "client");
+      item.dataset.client = client.id;
+      grantsList.append(item);
+    }
+    item.dataset.key = key;
+    item.dataset.state = client.state;
+    item.replaceChildren();
+    if (client.state === "granted") {
+      item.append(el("p", "ask", `${client.client} has browser access to: ${client.pages.map(pageName).join(", ")}`));
+      let until = BOUND_WORDS[client.bound] || client.bound;
+      if (client.bound === "time" && typeof client.until === "number") {
+        until = "until " + new Date(client.until).toLocaleTimeString();
+      }
+      item.append(el("p", "bound-text", until));
+      const revoke = el("button", "revoke", "Revoke");
+      revoke.type = "button";
+      revoke.addEventListener("click", async () => {
+        revoke.disabled = true;
+        if (!(await post("api/revoke", {client: client.id}))) revoke.disabled = false;
+      });
+      item.append(revoke);
+      return;
+    }
+    item.append(el("p", "ask", `${client.client} asks for browser access`));
+    if (client.ended) item.append(el("p", "ended", `Its last grant ended: ${client.ended}.`));
+    const fieldset = el("fieldset", "grant-pages");
+    fieldset.append(el("legend", "", "Pages it may use"));
+    item.append(fieldset);
+    grantPages(item);
+    const row = el("div", "grant-row");
+    const bound = el("select", "bound");
+    for (const [value, words] of Object.entries(BOUND_WORDS)) {
+      bound.append(Object.assign(el("option", "", words), {value}));
+    }
+    const minutes = el("input", "minutes");
+    minutes.type = "number";
+    minutes.min = "1";
+    minutes.max = "1440";
+    minutes.value = "30";
+    minutes.title = "minutes";
+    minutes.hidden = true;
+    bound.addEventListener("change", () => {
+      minutes.hidden = bound.value !== "time";
+    });
+    const grant = el("button", "grant", "Grant");
+    grant.type = "button";
+    grant.addEventListener("click", async () => {
+      const pages = [...fieldset.querySelectorAll("input[data-page]:checked")].map((box) => box.dataset.page);
+      const body = {client: client.id, pages, bound: bound.value};
+      if (bound.value === "time") body.minutes = Number(minutes.value);
+      grant.disabled = true;
+      if (!(await post("api/grant", body))) grant.disabled = false;
+    });
+    const deny = el("button", "deny", "Deny");
+    deny.type = "button";
+    deny.addEventListener("click", async () => {
+      deny.disabled = true;
+      if (!(await post("api/deny", {client: client.id}))) deny.disabled = false;
+    });
+    row.append(bound, minutes, grant, deny);
+    item.append(row);
+  }
+
+  function grantPages(item) {
+    // The grantable Pages, kept current (ticks survive a Pages update).
+    const fieldset = item.querySelector("fieldset.grant-pages");
+    if (!fieldset) return;
+    const ticked = new Set([...fieldset.querySelectorAll("input[data-page]:checked")].map((box) => box.dataset.page));
+    for (const label of [...fieldset.querySelectorAll("label")]) label.remove();
+    for (const page of currentPages) {
+      if (!page.access) continue;
+      const label = el("label");
+      const box = el("input");
+      box.type = "checkbox";
+      box.dataset.page = page.handle;
+      box.checked = ticked.has(page.handle);
+      label.append(box, document.createTextNode(" " + pageName(page.handle)));
+      label.title = page.url;
+      fieldset.append(label);
+    }
+  }
+
   const HANDLERS = {
     message: addMessage,
     text: addText,
@@ -410,6 +526,10 @@
     notice: (event) => setNotice(event.text),
     pages: (event) => setPages(event.pages),
     settings: setSettings,
+    grants: (event) => {
+      setGrants(Array.isArray(event.clients) ? event.clients : []);
+      setText($("grants-socket"), event.socket ? `Clients pair over ${event.socket}.` : "");
+    },
   };
 
   function handle(event) {

@@ -365,6 +365,37 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "`computer-use eval` asks each question through the app's agent loop and grades it exactly; exit 0 only if "
         "all pass",
     ),
+    # -- third-party clients through user grants (issue 15, item 1) -------------------------------------------------
+    _req(
+        "connect:grant",
+        "third-party-clients",
+        "a client launching `computer-use connect` acts only after a console grant; the grant ends at its bound",
+    ),
+    _req(
+        "connect:isolation",
+        "third-party-clients",
+        "a granted client lists and reaches exactly the granted Pages: 0 CDP commands on any other",
+    ),
+    _req(
+        "connect:revoke",
+        "third-party-clients",
+        "before a grant and after revoke a call is invalid_capability with 0 backend calls",
+    ),
+    _req(
+        "connect:socket",
+        "third-party-clients",
+        "pairing is over a 0600 socket in a 0700 dir, peers of another uid closed; no token without a grant",
+    ),
+    _req(
+        "connect:console",
+        "third-party-clients",
+        "the console shows '<client> asks for browser access' with the client's name clipped and as text",
+    ),
+    _req(
+        "connect:inspector",
+        "third-party-clients",
+        "the MCP Inspector CLI, configured by docs/clients.md, lists the tool and calls it after a grant",
+    ),
     _req(
         "proof:chat-stability",
         "release-proof-chat-stability",

@@ -1,0 +1,173 @@
+"""The local channel `computer-use connect` pairs over: a Unix socket only the app's own user can open.
+
+The socket lives at `<config dir>/connect/app.sock` (`socket_path`): the directory is made (or tightened to) 0700
+and the socket 0600, so no other user can even reach it, and the app also checks each peer's uid (`SO_PEERCRED`)
+and closes a connection from anyone else before reading a byte. `connect` finds the socket from the same config dir
+(`--config-dir`, or the default), with no argument needed.
+
+The protocol is one JSON object per line, at most `MAX_LINE` bytes, each request answered in order:
+
+- on accept the app sends `{"type": "paired", "mcp_url": ..., "pairing": id}`;
+- `{"op": "client", "name": ..., "version": ...}`: who the third-party client says it is (from its MCP
+  `initialize`); from then on the console shows its request for access. Answer `{"ok": true}`;
+- `{"op": "token"}`: a token for one forwarded tool call. Answer `{"ok": true, "token": ..., "tool_call": ...}`
+  while a grant holds, else `{"ok": false, "message": ..., "hint": ...}` (with `"code": "target_lost"` when the
+  grant holds but its Pages could not be read).
+
+A connection is one pairing: when it closes, its grant ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import stat
+import struct
+from pathlib import Path
+from typing import Any
+
+from host.grants import GRANT_HINT, GrantStore, NoGrant
+
+log = logging.getLogger(__name__)
+
+MAX_LINE = 64 * 1024
+SOCKET_DIR = "connect"
+SOCKET_NAME = "app.sock"
+
+
+def socket_path(config_dir: Path) -> Path:
+    return config_dir / SOCKET_DIR / SOCKET_NAME
+
+
+class PairingError(Exception):
+    """The socket cannot be served safely; the message says why."""
+
+
+def private_dir(path: Path) -> None:
+    """Make `path` a directory only this user can enter (0700), or refuse if it belongs to someone else."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode):
+        raise PairingError(f"{path} is not a directory")
+    if info.st_uid != os.getuid():
+        raise PairingError(f"{path} belongs to another user")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process on the other end of a Unix socket (Linux `SO_PEERCRED`), None if unknown."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", raw)
+    return uid
+
+
+class PairingServer:
+    """The app's end. `owner_uid` is the only uid served (a class attribute: a test variant may change it)."""
+
+    owner_uid: int = os.getuid()
+
+    def __init__(self, grants: GrantStore, path: Path, mcp_url: str) -> None:
+        self.grants = grants
+        self.path = path
+        self.mcp_url = mcp_url
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> PairingServer:
+        private_dir(self.path.parent)
+        if self.path.exists() or self.path.is_symlink():
+            if await self._answers():
+                raise PairingError(f"another computer-use app is listening on {self.path}")
+            self.path.unlink()  # left behind by an app that did not stop cleanly
+        # Inside a 0700 directory nobody else can reach the socket in the moment before it is made 0600.
+        self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=MAX_LINE)
+        os.chmod(self.path, 0o600)
+        return self
+
+    async def _answers(self) -> bool:
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_unix_connection(str(self.path)), 2)
+        except (OSError, TimeoutError):
+            return False
+        writer.close()
+        return True
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for task in list(self._connections):
+            task.cancel()
+        for task in list(self._connections):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        sock = writer.get_extra_info("socket")
+        try:
+            uid = peer_uid(sock) if sock is not None else None
+            if uid is None or uid != self.owner_uid:
+                log.warning("pairing refused: peer uid %s is not the app's user", uid)
+                return
+            pairing = self.grants.pair()
+            try:
+                await self._send(writer, {"type": "paired", "mcp_url": self.mcp_url, "pairing": pairing.id})
+                while True:
+                    try:
+                        line = await reader.readline()
+                    except (ValueError, asyncio.LimitOverrunError):
+                        return  # a line over MAX_LINE: not our bridge
+                    if not line:
+                        return
+                    await self._send(writer, await self._answer(pairing.id, line))
+            finally:
+                self.grants.unpair(pairing.id)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _answer(self, pairing: str, line: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(line)
+        except (ValueError, RecursionError):
+            return {"ok": False, "message": "not JSON"}
+        if not isinstance(request, dict):
+            return {"ok": False, "message": "not a JSON object"}
+        op = request.get("op")
+        if op == "client":
+            self.grants.announce(pairing, request.get("name"))
+            return {"ok": True}
+        if op == "token":
+            try:
+                tool_call, token = await self.grants.mint(pairing)
+            except NoGrant as refusal:
+                return {"ok": False, "message": str(refusal), "hint": GRANT_HINT}
+            except Exception as exc:  # the browser, say, while the Page Context was taken: the grant stays
+                log.warning("no token for %s", pairing, exc_info=True)
+                return {
+                    "ok": False,
+                    "code": "target_lost",
+                    "message": f"the Pages could not be read ({type(exc).__name__})",
+                }
+            return {"ok": True, "token": token, "tool_call": tool_call}
+        return {"ok": False, "message": "op is client or token"}
+
+    @staticmethod
+    async def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
+        writer.write(json.dumps(message).encode() + b"\n")
+        await writer.drain()
