@@ -24,6 +24,19 @@ from runtime.cli import positive
 from runtime.observation import OBSERVATION_TOKENS
 
 
+def add_provider_arguments(parser: argparse.ArgumentParser, script_help: str) -> None:
+    """The options that choose the model: `--provider`, `--model`, `--script`, `--base-url` (app and eval)."""
+    parser.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        help="the model provider (default: anthropic if ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY "
+        "is set, else script)",
+    )
+    parser.add_argument("--model", help="the provider's model name (default: the provider's own)")
+    parser.add_argument("--script", type=Path, help=script_help)
+    parser.add_argument("--base-url", help="a provider endpoint compatible with the provider's API")
+
+
 def register(subparsers: Any) -> None:
     """Add `app` to `computer-use`'s subcommands (the `computer_use.commands` entry point)."""
     parser = subparsers.add_parser(
@@ -38,15 +51,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--headless", action="store_true", help="launch the private Chromium headless")
     parser.add_argument("--port", type=int, default=18100, help="MCP (streamable HTTP) port on 127.0.0.1")
     parser.add_argument("--console-port", type=int, default=0, help="console port on 127.0.0.1 (0: any free one)")
-    parser.add_argument(
-        "--provider",
-        choices=PROVIDERS,
-        help="the model provider (default: anthropic if ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY "
-        "is set, else script)",
-    )
-    parser.add_argument("--model", help="the provider's model name (default: the provider's own)")
-    parser.add_argument("--script", type=Path, help="the script provider's task file (JSON)")
-    parser.add_argument("--base-url", help="a provider endpoint compatible with the provider's API")
+    add_provider_arguments(parser, script_help="the script provider's task file (JSON)")
     parser.add_argument(
         "--backend", choices=BACKENDS, help="the backend for new sessions in this run (overrides the saved setting)"
     )

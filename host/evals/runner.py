@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from host.app import AppConfig, HostApp, StartError
-from host.providers import PROVIDERS, make_provider
+from host.cli import add_provider_arguments
+from host.providers import make_provider
 from host.providers.base import AssistantTurn, Entry, Provider, ProviderError, ToolResults, UserText
 from host.providers.script import ScriptError, ScriptProvider, parse_steps
 from host.settings import BACKENDS
@@ -402,17 +403,7 @@ def _line(outcome: Outcome) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--provider",
-        choices=PROVIDERS,
-        help="the model provider (default: anthropic if ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY "
-        "is set, else script)",
-    )
-    parser.add_argument("--model", help="the provider's model name (default: the provider's own)")
-    parser.add_argument(
-        "--script", type=Path, help="the script provider's evaluation script (default: the packaged script.json)"
-    )
-    parser.add_argument("--base-url", help="a provider endpoint compatible with the provider's API")
+    add_provider_arguments(parser, "the script provider's evaluation script (default: the packaged script.json)")
     parser.add_argument(
         "--questions", type=Path, default=QUESTIONS, help="the question file (default: the packaged questions.xml)"
     )
