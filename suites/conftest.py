@@ -19,7 +19,7 @@ from lab.workspace import Bounds, Workspace
 from runtime.app import Runtime
 from runtime.client import HostedClient
 from runtime.service import Settings
-from suites.harness import BACKENDS, Agent, Desk, client_in_task
+from suites.harness import BACKENDS, Agent, Desk, client_in_task, skip_repeated_negative_controls
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,9 +45,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`@pytest.mark.xfail_on(*backends, reason=...)`: a strict xfail on those backends only (a declared divergence).
-    Every test is also labelled for the report (`report_labels`)."""
+    A negative control runs on one backend unless asked for more (`skip_repeated_negative_controls`). Every test is
+    also labelled for the report (`report_labels`)."""
+    skip_repeated_negative_controls(config, items)
     for item in items:
         marker = item.get_closest_marker("xfail_on")
         callspec = getattr(item, "callspec", None)

@@ -46,6 +46,34 @@ def whole_run_backends(config: pytest.Config) -> tuple[str, ...]:
     return tuple(name.strip() for name in raw.split(",") if name.strip()) or BACKENDS[:1]
 
 
+NEGATIVE_CONTROL_BACKENDS = "NEGATIVE_CONTROL_BACKENDS"
+"""The environment variable that runs each negative control on every backend ("all", what `make lab` sets)."""
+
+
+def skip_repeated_negative_controls(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run each backend-parametrized negative control once: on the default backend, or on the first backend it has
+    if the default is not among them. A negative control shows that its check can fail, against a runtime broken on
+    purpose, and the breakage is the runtime's, not a backend's: one backend shows it. `--backend NAME` runs them on
+    the named backends, and $NEGATIVE_CONTROL_BACKENDS=all (`make lab`) on every backend. The rest stay collected
+    and are skipped, so the parity ledger counts what `make lab` runs."""
+    if config.getoption("backend") or os.environ.get(NEGATIVE_CONTROL_BACKENDS, "").strip() == "all":
+        return
+    groups: dict[str, list[tuple[str, pytest.Item]]] = {}
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        if backend is None or item.get_closest_marker("negative_control") is None:
+            continue
+        # The test without its backend parameter: the same check with the same other parameters.
+        groups.setdefault(item.nodeid.replace(backend, "*"), []).append((backend, item))
+    for members in groups.values():
+        kept = min((backend for backend, _ in members), key=BACKENDS.index)
+        for backend, item in members:
+            if backend != kept:
+                reason = f"this negative control runs on {kept}; on {backend} with {NEGATIVE_CONTROL_BACKENDS}=all"
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
 def skip_other_backends(config: pytest.Config, items: list[pytest.Item], folder: Path, what: str) -> None:
     """Skip the tests under `folder` parametrized with a backend a whole-app run does not go ahead on (still
     collected, so the parity ledger sees what `make lab` exercises)."""
