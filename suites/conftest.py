@@ -20,6 +20,7 @@ from runtime.app import Runtime
 from runtime.client import HostedClient
 from runtime.service import Settings
 from suites.harness import BACKENDS, Agent, Desk, client_in_task, skip_repeated_negative_controls
+from suites.parity.inventory import DESELECTED_KEY
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,6 +58,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xfail(strict=True, reason=marker.kwargs["reason"]))
         for label_type, value in report_labels(item):
             item.add_marker(pytest.mark.allure_label(value, label_type=label_type))
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Items left out (`-k`, `-m`, `--deselect`, `--lf`): this session's items are no longer the whole tree, so the
+    parity ledger collects its inventory in a child pytest."""
+    if items:
+        items[0].config.stash[DESELECTED_KEY] = True
 
 
 def report_labels(item: pytest.Item) -> list[tuple[str, str]]:

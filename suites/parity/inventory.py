@@ -1,11 +1,12 @@
 """What the suites exercise, per requirement and backend: collected from the test items themselves, and checked
 against the parity ledger in both directions.
 
-Collection happens in a child pytest (`collect()`): `pytest suites/parity` alone collects only its own folder,
-and the check is about every suite, so it always collects the whole `suites/` tree itself, the same way every
-time (a child process: nothing of this session's plugins, options or already-imported conftests leaks into it).
-This module is also the child's plugin (`-p suites.parity.inventory`): after collection it writes one JSON record
-per test item.
+The check is about every suite, collected the same way every time. A session that collected the whole `suites/`
+tree with nothing deselected and no `--backend` (`make test`, `make lab`: each xdist worker collects every item)
+already holds exactly that, and `from_session()` reads it. Any other session (`pytest suites/parity`, `-k`, `-m`,
+`--backend`) collects in a child pytest (`collect()`): nothing of that session's plugins, options or
+already-imported conftests leaks into it. This module is also the child's plugin (`-p suites.parity.inventory`):
+after collection it writes one JSON record per test item.
 
 Which backends a test exercises:
 - parametrized by `backend` (the release proofs): that one — unless marked `before_any_backend` (its check stops
@@ -40,6 +41,9 @@ BACKEND_MODULE = "test_{}_backend.py"
 """A backend's own adapter suite, `suites/backends/test_<name>_backend.py`: outside the ledger until the backend
 joins `BACKENDS` (its author may still be writing it; its requirement markers come with joining)."""
 
+DESELECTED_KEY = pytest.StashKey[bool]()
+"""Set (by `suites/conftest.py`'s `pytest_deselected`) when this session deselected any item: its items are not
+the whole tree."""
 TABLE_KEY = pytest.StashKey[str]()
 """The requirement × backend table, stashed by the ledger check for the terminal summary."""
 
@@ -116,6 +120,32 @@ def unjoined_modules(backends: Iterable[str]) -> list[Path]:
     return sorted(p for p in (SUITES / "backends").glob(BACKEND_MODULE.format("*")) if p.name not in joined)
 
 
+def _item(raw: dict[str, Any]) -> Item:
+    return Item(
+        raw["nodeid"], tuple(raw["ids"]), raw["backend_param"], tuple(raw["backend_kwargs"]), raw["xfail"],
+        raw["negative_control"],
+    )  # fmt: skip
+
+
+def from_session(session: pytest.Session, backends: Sequence[str]) -> Inventory | None:
+    """The inventory of this session's own items, when they are what `collect()` would find: the whole `suites/`
+    tree, every backend, nothing deselected or ignored; None otherwise."""
+    config = session.config
+    whole_tree = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args] == [SUITES]
+    narrowed = (
+        config.getoption("backend", None)
+        or config.getoption("ignore", None)
+        or config.getoption("ignore_glob", None)
+        or config.stash.get(DESELECTED_KEY, False)
+    )
+    if not whole_tree or narrowed or not session.items:
+        return None
+    started = time.monotonic()
+    ignored = unjoined_modules(backends)
+    items = [_item(record(item)) for item in session.items if item.path not in ignored]
+    return Inventory(items, [str(p.relative_to(ROOT)) for p in ignored], time.monotonic() - started)
+
+
 def collect(backends: Sequence[str]) -> Inventory:
     """Collect every test under suites/ in a child pytest and return its inventory."""
     ignored = unjoined_modules(backends)
@@ -134,12 +164,7 @@ def collect(backends: Sequence[str]) -> Inventory:
         if done.returncode != 0 or not out.exists():
             raise AssertionError(f"collecting suites/ failed ({done.returncode}):\n{done.stdout[-4000:]}{done.stderr}")
         raw = json.loads(out.read_text(encoding="utf-8"))
-    items = [
-        Item(r["nodeid"], tuple(r["ids"]), r["backend_param"], tuple(r["backend_kwargs"]), r["xfail"],
-             r["negative_control"])
-        for r in raw
-    ]  # fmt: skip
-    return Inventory(items, [str(p.relative_to(ROOT)) for p in ignored], time.monotonic() - started)
+    return Inventory([_item(r) for r in raw], [str(p.relative_to(ROOT)) for p in ignored], time.monotonic() - started)
 
 
 # -- the checks (pure: the negative control feeds them a doctored inventory) -------------------------------------

@@ -3,8 +3,9 @@ requirement is exercised on every backend in `BACKENDS` — or declares, with a 
 and a test shows that divergence. A test expected to fail on a backend must be one of those. `docs/parity.md` is
 the ledger's own rendering, never edited by hand.
 
-The inventory comes from collecting the whole `suites/` tree in a child pytest (see `inventory.py`), so the check
-means the same whether it runs alone (`pytest suites/parity`) or inside the full run.
+The inventory is the whole `suites/` tree: the session's own items when it collected exactly that (the full run),
+else a child pytest's (see `inventory.py`), so the check means the same whether it runs alone (`pytest
+suites/parity`) or inside the full run.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ def check(problems: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def collected() -> Inventory:
-    found = inventory.collect(BACKENDS)
+def collected(request: pytest.FixtureRequest) -> Inventory:
+    found = inventory.from_session(request.session, BACKENDS) or inventory.collect(BACKENDS)
     print(f"collected {len(found.items)} tests in {found.seconds:.1f}s; outside the ledger: {found.ignored or 'none'}")
     return found
 
