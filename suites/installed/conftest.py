@@ -4,7 +4,8 @@ through its console the way a person would: the lab's own CDP connection types, 
 
 What is here:
 - `installed` (session): builds the wheel from a copy of the checkout, makes a fresh venv in a temp dir, installs
-  the wheel into it and proves that the console script imports the venv's copy, never the checkout's.
+  the wheel into it and proves that the console script imports the venv's copy, never the checkout's. Once per run:
+  xdist workers share one build, each with a home of its own.
 - `AppProcess`: the app as a subprocess in a process group of its own, its two printed URLs, SIGINT (or, for a
   negative control, SIGKILL), and the process audit of everything it started.
 - `Console`: the console Page, driven through the lab's direct CDP connection (never through the tap): real mouse
@@ -67,15 +68,17 @@ HERE = Path(__file__).resolve().parent
 
 PORT_LOCK_TIMEOUT = 600.0
 """Seconds a test waits for another worker's tests on 18100 to finish (the task set takes about a minute)."""
+BUILD_LOCK_TIMEOUT = 4 * BUILD_TIMEOUT
+"""Seconds a worker waits for another worker's build of the installed app (its four steps)."""
 
 
-@pytest.fixture(autouse=True)
-async def port_lock() -> AsyncIterator[None]:
-    """Hold the machine-wide lock on port 18100 for the whole test (bounded wait; released when the test ends).
+@contextlib.asynccontextmanager
+async def file_lock(path: Path, timeout: float) -> AsyncIterator[None]:
+    """An exclusive `flock` on `path`, held until the block ends (bounded wait).
 
     `flock` blocks, so it is taken on a daemon thread: if the wait times out the test fails, and the thread dies
     with the worker."""
-    fd = os.open(Path(tempfile.gettempdir()) / "computer-use-lab-port-18100.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
     loop = asyncio.get_running_loop()
     taken: asyncio.Future[None] = loop.create_future()
 
@@ -83,12 +86,19 @@ async def port_lock() -> AsyncIterator[None]:
         fcntl.flock(fd, fcntl.LOCK_EX)
         loop.call_soon_threadsafe(lambda: taken.done() or taken.set_result(None))
 
-    threading.Thread(target=take, name="port-18100-lock", daemon=True).start()
+    threading.Thread(target=take, name=f"lock {path.name}", daemon=True).start()
     try:
-        await asyncio.wait_for(taken, PORT_LOCK_TIMEOUT)
+        await asyncio.wait_for(taken, timeout)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+@pytest.fixture(autouse=True)
+async def port_lock() -> AsyncIterator[None]:
+    """Hold the machine-wide lock on port 18100 for the whole test."""
+    async with file_lock(Path(tempfile.gettempdir()) / "computer-use-lab-port-18100.lock", PORT_LOCK_TIMEOUT):
+        yield
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -199,7 +209,20 @@ async def build_and_install(tmp: Path) -> Installed:
 
 @pytest.fixture(scope="session")
 async def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    return await build_and_install(tmp_path_factory.mktemp("installed"))
+    """One build per run. Under xdist the workers share it: the first to take the lock builds it into the run's
+    base folder and records it; the others read the record (xdist's own recipe for a once-per-run fixture). Each
+    worker gets a home of its own."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return await build_and_install(tmp_path_factory.mktemp("installed"))
+    run_folder = tmp_path_factory.getbasetemp().parent  # this run's, shared by its workers only
+    shared, record = run_folder / "installed", run_folder / "installed.json"
+    async with file_lock(run_folder / "installed.lock", BUILD_LOCK_TIMEOUT):
+        if not record.exists():
+            shared.mkdir()
+            built = await build_and_install(shared)
+            record.write_text(json.dumps([str(built.venv), str(built.wheel), str(built.site_packages)]))
+    venv, wheel, site = (Path(p) for p in json.loads(record.read_text()))
+    return Installed(venv, wheel, site, tmp_path_factory.mktemp("installed-home"))
 
 
 async def import_origins(installed: Installed) -> dict[str, str]:
