@@ -215,11 +215,10 @@ async def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         return await build_and_install(tmp_path_factory.mktemp("installed"))
     run_folder = tmp_path_factory.getbasetemp().parent  # this run's, shared by its workers only
-    shared, record = run_folder / "installed", run_folder / "installed.json"
+    record = run_folder / "installed.json"
     async with file_lock(run_folder / "installed.lock", BUILD_LOCK_TIMEOUT):
-        if not record.exists():
-            shared.mkdir()
-            built = await build_and_install(shared)
+        if not record.exists():  # a folder of its own: a build that failed on another worker leaves no clash
+            built = await build_and_install(Path(tempfile.mkdtemp(prefix="installed-", dir=run_folder)))
             record.write_text(json.dumps([str(built.venv), str(built.wheel), str(built.site_packages)]))
     venv, wheel, site = (Path(p) for p in json.loads(record.read_text()))
     return Installed(venv, wheel, site, tmp_path_factory.mktemp("installed-home"))
