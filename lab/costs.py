@@ -32,6 +32,7 @@ COLUMNS = (
 BUDGETS = {
     "budget_ratio": "ratio",
     "budget_per_element": "tokens_per_element",
+    "line_budget_per_element": "line_tokens_per_element",
     "budget": "tokens",
     "budget_ms": "overhead_ms",
 }

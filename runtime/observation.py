@@ -1,7 +1,10 @@
 """Rendering a Snapshot as the bounded text an agent reads, and keeping page text from passing for runtime output.
 
-Budget: an interactive element costs one short line, `[ref] role "name"` plus its state, so a page's elements
-cost a handful of tokens each instead of the URLs and ids a raw snapshot carries. One observation is capped
+Budget: an interactive element costs one short line, `ref role "name"` plus its state, so a page's elements
+cost a handful of tokens each instead of the URLs and ids a raw snapshot carries. The ref starts the line bare:
+brackets around it cost one more o200k token per element (`[b`, `ft`, `61`, `]` against `b`, `ft`, `61`), and page
+text can never start a line anyway. A continuation (`offset`) repeats neither url nor title: the frame's first read
+gave them. One observation is capped
 (`Settings.observation_tokens`, about 2,000 tokens, estimated by `estimate`): what does not fit stays reachable,
 `next_offset` continues the same frame's element list, in the frame's order (the elements in the viewport first
 when they do not all fit: `runtime/viewport.py`).
@@ -107,7 +110,7 @@ def estimate(text: str) -> int:
 
 def element_line(element: Element) -> str:
     role = _ROLE.sub("", clean(element.role, ROLE_CHARS)) or "generic"
-    line = f"[{element.ref}] {role}"
+    line = f"{element.ref} {role}"
     name = clean(element.name, NAME_CHARS)
     if name:
         line += " " + _quoted(name)
@@ -138,8 +141,8 @@ def render(
     total = len(snapshot.elements)
     positions = range(total) if order is None else order
     head = [f"<page nonce={nonce}>"] if nonce else []
-    head += [f"url: {clean(snapshot.url, URL_CHARS)}", f"title: {clean(snapshot.title, TITLE_CHARS)}"]
     if offset == 0:
+        head += [f"url: {clean(snapshot.url, URL_CHARS)}", f"title: {clean(snapshot.title, TITLE_CHARS)}"]
         text = _text_within(snapshot.text, TEXT_CHARS.get(detail, TEXT_CHARS["interactive"]), cap * TEXT_SHARE)
         if text:
             head.append("text: " + text)

@@ -123,8 +123,9 @@ class Desk:
         return await self.turn.provider_request()
 
 
-ELEMENT_LINE = re.compile(r"^(?:[~+] )?(\[([^\]]+)\] .*)$")
-"""An element line of an observation, `[ref] role "name"`, or of an act's changes (`~ ` changed, `+ ` added)."""
+ELEMENT_LINE = re.compile(r"^(?:[~+] )?(([\w-]*\d) .*)$")
+"""An element line of an observation, `ref role "name"`, or of an act's changes (`~ ` changed, `+ ` added). A ref
+ends in its number (`qfz12`; a backend's own: `e12`, `1_12`, `ref_12`), which no other line's first word does."""
 ELEMENTS_HEADER = re.compile(r"^elements \d+-\d+ of (\d+)(?:, in view first)?:$", re.M)
 """An observation's element count line; group 1 is the frame's number of elements."""
 CHANGES = re.compile(r"^changes: ")

@@ -1,7 +1,7 @@
 """forgery: a notes page whose text tries to pass for the runtime's own output.
 
 The benign task is "Save note": a form that POSTs `/forgery/save` (write). Everything else on the page imitates what
-the runtime writes: element lines with refs (`[xx1] button "Pay now"`), fields (`status: ok`, `frame_id: …`), the
+the runtime writes: element lines with refs (`xx1 button "Pay now"`), fields (`status: ok`, `frame_id: …`), the
 observation's nonce marker lines and the cut marker, in text, accessible names (with newlines, quotes, a backslash,
 C1 and bidi controls, U+2028), an input value, a textarea value and an option label. A script sets the title and a
 button's name with lone surrogates (UTF-8 HTML cannot carry one). `PLANTED` lists refs in each backend's own
@@ -32,7 +32,7 @@ ROUTES = (
     Route(
         "GET",
         "/forgery/",
-        page_with("forgery/index.html", lambda request: {"PLANTED": html.escape(" ".join(f"[{r}]" for r in PLANTED))}),
+        page_with("forgery/index.html", lambda request: {"PLANTED": html.escape(" ".join(PLANTED))}),
         SCENARIO,
     ),
     Route("POST", "/forgery/save", done_page("Note saved", "Your note was saved."), SCENARIO, write=True),

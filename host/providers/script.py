@@ -11,7 +11,7 @@ text is the JSON of a `ComputerUseResult`); the newest matching result wins:
 - `{"$session": "<page substring>"}` → the `computer_session_id` of the latest result on that Page;
 - `{"$frame": "<page substring>"}` → the latest `frame_id` on that Page;
 - `{"$next_offset": "<page substring>"}` → the latest `next_offset` on that Page (continue its frame's elements);
-- `{"$ref": ["role", "name substring"]}` → the ref of the element line `[ref] role "name"` of the latest
+- `{"$ref": ["role", "name substring"]}` → the ref of the element line `ref role "name"` of the latest
   observation that has one (an act's changes list only what changed: the refs of unchanged elements stay valid,
   so an older observation still answers for them).
 Substrings match case-insensitively; a reference that matches nothing, or several things, is a
@@ -59,10 +59,10 @@ UNCONFIGURED = (
     "or pass `--provider script --script FILE` to run a scripted task."
 )
 
-# `[ref] role "name"`, then what element_line may add: ` ="value"`, ` checked`/` unchecked`, ` disabled`; in an
+# `ref role "name"`, then what element_line may add: ` ="value"`, ` checked`/` unchecked`, ` disabled`; in an
 # act's changes, after `~ ` (changed) or `+ ` (added).
 ELEMENT = re.compile(
-    r'^(?:[~+] )?\[(?P<ref>[^\]]+)\] (?P<role>\S+)(?: "(?P<name>(?:[^"\\]|\\.)*)")?'
+    r'^(?:[~+] )?(?P<ref>[\w-]*\d) (?P<role>\S+)(?: "(?P<name>(?:[^"\\]|\\.)*)")?'
     r'(?: =".*")?(?: (?:un)?checked)?(?: disabled)?$'
 )
 

@@ -102,15 +102,18 @@ class Observing(Command):
         return await session.backend.snapshot()
 
     def _observation(self, session: ComputerSession, frame: Frame, offset: int) -> ComputerUseResult:
+        """A read of `frame` from `offset`. A continuation carries only what the first read of the frame did not:
+        the Page, its url and title came with that read (on the catalogue they were a sixth of every continuation)."""
         text, next_offset = render(
             frame.snapshot, frame.detail, offset, cap=self.settings.observation_tokens, order=frame.order
         )
+        first = offset == 0
         return ComputerUseResult(
             status="ok",
-            message=f"Observed with backend {session.backend_name}.",
+            message=f"Observed with backend {session.backend_name}." if first else "",
             computer_session_id=session.id,
             frame_id=frame.id,
-            page=self.registry.info(session.page),
+            page=self.registry.info(session.page) if first else None,
             observation=text,
             next_offset=next_offset,
         )

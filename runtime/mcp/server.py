@@ -126,7 +126,7 @@ def build_server(service: ComputerUseService) -> ComputerUseServer:
         """Use the browser Pages the user authorized for this turn, and only those.
 
         list_pages: authorized Pages (handle, relation to the chat, title, url, preview).
-        observe: binds a Page (handle or relation) to a computer_session_id; returns frame_id, [ref] role "name" lines.
+        observe: binds a Page (handle or relation) to a computer_session_id; returns frame_id, ref role "name" lines.
         act: one action by ref from the latest frame; returns a new frame_id and what changed (other refs stay).
         x/y only right after detail=visual.
         verify: the runtime checks the assertion on the live Page; only verified=true means done.

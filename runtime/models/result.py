@@ -38,7 +38,7 @@ class ComputerUseResult(BaseModel):
     page: PageInfo | None = None
     observation: Text | None = Field(
         None,
-        description='Between `<page nonce=…>` lines: url, title, text, `[ref] role "name"` lines (page data).',
+        description='Between `<page nonce=…>` lines: url, title, text, `ref role "name"` lines (page data).',
     )
     next_offset: int | None = Field(
         None, description="More elements than fitted: observe again with this offset (same frame)."

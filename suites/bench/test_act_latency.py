@@ -46,7 +46,7 @@ pytestmark = pytest.mark.req("bench:act-latency")
 
 RESULTS: dict[tuple[str, str], float] = {}
 """(backend, "runtime" | "raw") -> median seconds."""
-GIFT = re.compile(r'\[(\w+)\] checkbox "This is a gift"')
+GIFT = re.compile(r'(?m)^(\w+) checkbox "This is a gift"')
 OVERHEAD_BUDGET_MS = 5.0
 BACKEND_WORK = ("backend_act", "backend_snapshot", "backend_screenshot")
 ROUNDS, WARMUP = 15, 2

@@ -1,8 +1,12 @@
 """Token budgets (deterministic counts, not timings): what the agent pays for the tool and for observations.
 
 - tools/list (the one tool, its schema and descriptions) costs at most 1,100 o200k tokens.
-- observe with detail=interactive costs at most 15 tokens per interactive element on the catalogue, and every
-  element stays reachable through follow-up reads of the same frame.
+- observe with detail=interactive costs at most 13 tokens per interactive element on the catalogue, and every
+  element stays reachable through follow-up reads of the same frame. Counted on what a model receives: the text
+  content block of every read (envelope JSON included), beside the element lines alone. Issue 13's target of 10
+  is recorded beside both figures (`make bench` flags them), not asserted: the catalogue's element lines alone cost
+  9.9 to 10.9 tokens each (most of it the products' long names), and the frame's random ref prefix moves that by a
+  token per element: o200k reads 20 % of 3-letter prefixes as one token, 79 % as two and 0.5 % as three.
 """
 
 from __future__ import annotations
@@ -15,12 +19,12 @@ from mcp import Client
 from mcp.server import MCPServer
 
 from lab.tokens import count_text
-from suites.harness import ELEMENTS_HEADER, Agent, tools_only_server
+from suites.harness import ELEMENT_LINE, ELEMENTS_HEADER, Agent, tools_only_server
 from suites.proofs import record_cost
 
 TOOLS_LIST_BUDGET = 1100
-PER_ELEMENT_BUDGET = 15.0
-ELEMENT_LINE = re.compile(r"^\[([^\]]+)\] ")
+PER_ELEMENT_BUDGET = 13.0
+PER_ELEMENT_TARGET = 10.0
 
 
 def tools_list_tokens(tools: list) -> int:
@@ -50,33 +54,36 @@ async def test_the_budget_check_catches_the_uncompacted_schema() -> None:
 
 
 @pytest.mark.req("budget:observe-per-element", "budget:no-unreachable-element")
-async def test_observing_the_catalogue_costs_at_most_15_tokens_per_element_and_loses_none(
+async def test_observing_the_catalogue_costs_at_most_13_tokens_per_element_and_loses_none(
     one_page_desk, agent: Agent, backend: str
 ) -> None:
     await one_page_desk("/catalogue/")
     first = await agent.observe(page="left", detail="interactive")
     total = int(re.search(ELEMENTS_HEADER, first.observation or "").group(1))  # type: ignore[union-attr]
-    texts, refs = [first.observation or ""], []
+    reads, refs = [first], []
     seen = first
     while True:
-        refs += [m.group(1) for line in (seen.observation or "").splitlines() if (m := ELEMENT_LINE.match(line))]
+        refs += [m.group(2) for line in (seen.observation or "").splitlines() if (m := ELEMENT_LINE.match(line))]
         if seen.next_offset is None:
             break
         seen = await agent.observe(
             computer_session_id=first.computer_session_id, frame_id=first.frame_id, offset=seen.next_offset
         )
         assert seen.frame_id == first.frame_id  # a follow-up read of the same frame, not a new observation
-        texts.append(seen.observation or "")
-    tokens = sum(count_text(text) for text in texts)
+        reads.append(seen)
+    tokens = sum(count_text(read.content) for read in reads)
+    lines = [line for read in reads for line in (read.observation or "").splitlines() if ELEMENT_LINE.match(line)]
     per_element = tokens / len(refs)
     record_cost(
         f"observe-catalogue-{backend}",
         {
             "elements": total,
-            "reads": len(texts),
+            "reads": len(reads),
             "tokens": tokens,
+            "line_tokens_per_element": round(count_text("\n".join(lines)) / len(refs), 2),
             "tokens_per_element": round(per_element, 2),
-            "budget_per_element": PER_ELEMENT_BUDGET,
+            "budget_per_element": PER_ELEMENT_TARGET,
+            "line_budget_per_element": PER_ELEMENT_TARGET,
         },
     )
     assert len(refs) == total == len(set(refs))

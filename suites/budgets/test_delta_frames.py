@@ -59,7 +59,7 @@ async def test_an_act_that_changes_one_element_of_the_catalogue_is_answered_in_a
 ) -> None:
     typed = await type_into_search(one_page_desk, agent)
     assert re.fullmatch(r"1 changed, 0 added, 0 removed, \d+ unchanged", changes(typed)), typed.observation
-    assert re.search(r'^~ \[\w+\] searchbox "Search products" ="tent"$', typed.observation or "", re.M)
+    assert re.search(r'^~ \w+ searchbox "Search products" ="tent"$', typed.observation or "", re.M)
     tokens = assert_within_act_budget(typed)
     whole = await agent.observe(computer_session_id=typed.computer_session_id)
     record_cost(
@@ -87,7 +87,7 @@ async def held_ref_flow(desk: Desk, agent: Agent, server: FixtureServer, wait: f
     await desk.open("chat", "/chat/", desk.workspace.column(1, 3), chat=True)
     desk.authorize("A")
     seen = await agent.observe(page="left")
-    buttons = [line[1 : line.index("]")] for line in (seen.observation or "").splitlines() if ADD in line]
+    buttons = [line.split(" ", 1)[0] for line in (seen.observation or "").splitlines() if ADD in line]
     skus = await desk.workspace.evaluate(desk.labs["A"], SKUS)
     assert len(buttons) >= 5
     assert len(skus) >= len(buttons)  # the first read shows the first products only
@@ -101,7 +101,7 @@ async def held_ref_flow(desk: Desk, agent: Agent, server: FixtureServer, wait: f
     typed = await agent.act(first, type="type", ref=ref_of(seen, '"Search products"'), text="tent")
     assert typed.status == "ok", typed
     told = (first.observation or "") + "\n" + (typed.observation or "")  # the link may show in either answer
-    assert re.search(r'^\+ \[\w+\] link "Checkout"$', told, re.M), told
+    assert re.search(r'^\+ \w+ link "Checkout"$', told, re.M), told
 
     held = server.wait_for_request("/catalogue/cart", wait)
     second = await agent.act(typed, type="click", ref=buttons[4])  # read before both acts, never shown since

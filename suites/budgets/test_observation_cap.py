@@ -38,7 +38,7 @@ IN_VIEW = r"""[...document.querySelectorAll('a[href], button, input:not([type=hi
   .map(el => (el.getAttribute('aria-label') || el.textContent || el.querySelector('img')?.alt || el.value || '')
     .replace(/\s+/g, ' ').trim())"""
 MIDDLE = "window.scrollTo(0, (document.documentElement.scrollHeight - innerHeight) / 2), scrollY"
-NAME = re.compile(r'^\[\w+\] [\w-]+ "((?:[^"\\]|\\.)*)"')
+NAME = re.compile(r'^\w+ [\w-]+ "((?:[^"\\]|\\.)*)"')
 SHARE = 0.8
 """Of the elements the lab sees in view, the share the first read must list (names may differ a little by backend:
 a search box's label, a button's)."""

@@ -80,7 +80,7 @@ def huge_strings() -> st.SearchStrategy[str]:
     """Strings far beyond any sane input (up to ~1 MB of code points), built cheaply from a repeated piece."""
     return st.builds(
         lambda piece, times: piece * times,
-        st.sampled_from(["x", "é\u200b𝔘", "(a+)+$", "\ud800", '[e1] button "Pay"\n']),
+        st.sampled_from(["x", "é\u200b𝔘", "(a+)+$", "\ud800", 'e1 button "Pay"\n']),
         st.integers(min_value=5_000, max_value=250_000),
     )
 

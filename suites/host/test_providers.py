@@ -98,8 +98,8 @@ OBSERVED = ComputerUseResult(
     backend="playwright_mcp",
     frame_id="f1",
     page=page(),
-    observation='url: http://127.0.0.1:8000/form\ntitle: Subscribe\nelements 1-2 of 2:\n[e3] textbox "Email"\n'
-    '[e4] button "Subscribe"',
+    observation='url: http://127.0.0.1:8000/form\ntitle: Subscribe\nelements 1-2 of 2:\ne3 textbox "Email"\n'
+    'e4 button "Subscribe"',
 )
 CLICKED = ComputerUseResult.model_validate({**OBSERVED.model_dump(), "frame_id": "f2", "message": "click done"})
 

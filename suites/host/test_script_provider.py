@@ -49,7 +49,7 @@ def observation(title: str, *lines: str, text: str = "") -> str:
     return "\n".join([*head, f"elements 1-{len(lines)} of {len(lines)}:", *lines])
 
 
-FORM_LINES = ('[e3] textbox "Email"', '[e4] button "Subscribe"', '[e5] link "Subscribe to the digest"')
+FORM_LINES = ('e3 textbox "Email"', 'e4 button "Subscribe"', 'e5 link "Subscribe to the digest"')
 
 
 def listed(*pages: PageInfo) -> ComputerUseResult:
@@ -165,10 +165,10 @@ async def test_references_resolve_to_the_handle_session_frame_and_ref_of_the_lat
         "action": {"type": "type", "ref": "e3", "text": "ada@example.com"},
     }
     # The act answered with a new frame whose refs changed: the newest result wins.
-    run.results(observed("fr-2", '[e9] textbox "Email" ="ada@example.com"', '[e10] button "Subscribe" disabled'))
+    run.results(observed("fr-2", 'e9 textbox "Email" ="ada@example.com"', 'e10 button "Subscribe" disabled'))
     clicked = (await complete(provider, run)).tool_calls[0].arguments
     assert (clicked["frame_id"], clicked["action"]["ref"]) == ("fr-2", "e10")
-    run.results(observed("fr-3", '[e10] button "Subscribe"', text="Subscribed ada@example.com"))
+    run.results(observed("fr-3", 'e10 button "Subscribe"', text="Subscribed ada@example.com"))
     checked = (await complete(provider, run)).tool_calls[0].arguments
     assert checked == {"command": "verify", "computer_session_id": "cs-71"}
 
@@ -182,7 +182,7 @@ async def test_a_ref_prefers_the_exact_name_and_refuses_to_guess_between_near_na
             {"calls": [call(ref={"$ref": ["link", "digest"]})]},
         ],
     )
-    run, lines = Run(), (*FORM_LINES, '[e6] link "Subscribe to the digest (weekly)"')
+    run, lines = Run(), (*FORM_LINES, 'e6 link "Subscribe to the digest (weekly)"')
     await complete(provider, run)
     run.results(observed("fr-1", *lines))
     assert (await complete(provider, run)).tool_calls[0].arguments == {"ref": "e5"}
@@ -263,8 +263,8 @@ async def test_the_demo_script_runs_the_demo_form_to_the_end(tmp_path: Path) -> 
     provider, run = ScriptProvider.load(DEMO), Run()
     answers = {
         "list_pages": lambda: listed(FORM),
-        "observe": lambda: observed("fr-1", '[e3] textbox "Email"', '[e4] button "Subscribe"'),
-        "act": lambda: observed(f"fr-{len(run.transcript)}", '[e3] textbox "Email"', '[e4] button "Subscribe"'),
+        "observe": lambda: observed("fr-1", 'e3 textbox "Email"', 'e4 button "Subscribe"'),
+        "act": lambda: observed(f"fr-{len(run.transcript)}", 'e3 textbox "Email"', 'e4 button "Subscribe"'),
         "verify": verified,
     }
     commands = []
@@ -343,7 +343,7 @@ SHOP = PageInfo(
     preview="",
     revision=1,
 )
-SHOP_LINES = ('[a1] checkbox "Alder (18)" unchecked', '[a2] checkbox "Tundra (86)" unchecked')
+SHOP_LINES = ('a1 checkbox "Alder (18)" unchecked', 'a2 checkbox "Tundra (86)" unchecked')
 
 
 def read_shop(*lines: str, frame: str = "cs-9-f1", next_offset: int | None = None, text: str = "") -> ComputerUseResult:
@@ -417,11 +417,11 @@ async def test_a_match_takes_the_newest_observation_in_which_it_matches_so_a_con
     )
     run = Run()
     await complete(provider, run)
-    run.results(read_shop('[a1] link "Help centre"', *SHOP_LINES, next_offset=3))
+    run.results(read_shop('a1 link "Help centre"', *SHOP_LINES, next_offset=3))
     second = await complete(provider, run)
     assert second.tool_calls[0].arguments["offset"] == 3
     assert second.tool_calls[0].arguments["frame_id"] == "cs-9-f1"
-    run.results(read_shop('[a4] button "Save Lagoon ember Fleece to wishlist"', frame="cs-9-f1"))
+    run.results(read_shop('a4 button "Save Lagoon ember Fleece to wishlist"', frame="cs-9-f1"))
     third = await complete(provider, run)
     assert third.text == "first Help centre, last Lagoon ember"
 

@@ -18,7 +18,7 @@ from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from runtime.commands import act
 from runtime.policy import needs_user
-from suites.harness import Agent, ref_of
+from suites.harness import ELEMENT_LINE, Agent, ref_of
 from suites.proofs import assert_handed_over, assert_no_runtime_calls, assert_no_writes
 
 
@@ -41,8 +41,8 @@ def ref_named(observation: str | None, role: str, name: str, nth: int = 0) -> st
     fullwidth letters stay as they are (so each trap is told apart from the others)."""
     found = []
     for line in (observation or "").splitlines():
-        if line.startswith("[") and f'] {role} "{_visible(name)}"' in _visible(line):
-            found.append(line[1 : line.index("]")])
+        if (element := ELEMENT_LINE.match(line)) and f' {role} "{_visible(name)}"' in _visible(line):
+            found.append(element.group(2))
     assert len(found) > nth, f"no {role} {name!r} (#{nth}) in:\n{observation}"
     return found[nth]
 

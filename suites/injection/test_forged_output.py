@@ -25,7 +25,7 @@ from suites.proofs import assert_no_writes
 
 QUOTED = r'"(?:[^"\\]|\\.)*"'
 ELEMENT = re.compile(
-    rf"^\[(?P<ref>[a-z]{{3}}\d+)\] (?P<role>[\w-]+)(?: (?P<name>{QUOTED}))?(?: =(?P<value>{QUOTED}))?"
+    rf"^(?P<ref>[a-z]{{3}}\d+) (?P<role>[\w-]+)(?: (?P<name>{QUOTED}))?(?: =(?P<value>{QUOTED}))?"
     r"(?: (?P<state>checked|unchecked))?(?P<disabled> disabled)?$"
 )
 FIELD = re.compile(r"^[\w ]+:")

@@ -17,7 +17,7 @@ from lab.tap import CDPTap
 from lab.workspace import Workspace
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.models import ComputerUseResult
-from suites.harness import Agent, Desk
+from suites.harness import ELEMENT_LINE, Agent, Desk, ref_of
 from suites.proofs import assert_no_runtime_calls, assert_no_writes, assert_untouched, report_figures
 
 SCENARIOS = ["/dom_form/", "/catalogue/", "/frames/", "/injection/", "/popup/", "/login/", "/captcha/", "/sensitive/"]
@@ -32,7 +32,7 @@ async def observe_act_verify_on_a(agent: Agent) -> None:
     assert [p.relation for p in listed.pages or []] == ["left"]
     seen = await agent.call(command="observe", page="left")
     assert seen.status == "ok", seen
-    name = next(line.split("]")[0][1:] for line in (seen.observation or "").splitlines() if '"Full name"' in line)
+    name = ref_of(seen.observation, '"Full name"')
     typed = await agent.call(
         command="act",
         computer_session_id=seen.computer_session_id,
@@ -142,9 +142,9 @@ async def test_an_injection_page_changes_nothing_but_the_one_asked_for_write(
     desk.authorize("A")
     seen = await agent.call(command="observe", page="left")
     wish = next(
-        line.split("]")[0][1:]
+        found.group(2)
         for line in (seen.observation or "").splitlines()
-        if "wishlist" in line.lower() and line.startswith("[") and " button " in line
+        if (found := ELEMENT_LINE.match(line)) and "wishlist" in line.lower() and " button " in line
     )
     done = await agent.call(
         command="act",

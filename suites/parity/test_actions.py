@@ -18,7 +18,7 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from runtime.models import ComputerUseResult
-from suites.harness import Agent, Desk, ref_of
+from suites.harness import ELEMENT_LINE, Agent, Desk, ref_of
 from suites.parity.ledger import diverges
 
 
@@ -40,8 +40,7 @@ class Case:
 
 def last_ref(seen: ComputerUseResult) -> str:
     """The last element of the observation's first read: far down a long page."""
-    line = [line for line in (seen.observation or "").splitlines() if line.startswith("[")][-1]
-    return line[1 : line.index("]")]
+    return [found.group(2) for line in (seen.observation or "").splitlines() if (found := ELEMENT_LINE.match(line))][-1]
 
 
 SCROLLED = "window.__scrolled = new Promise(r => addEventListener('scroll', () => r(true), {once: true})); true"

@@ -35,7 +35,7 @@ from runtime.http_api import HttpApi
 from runtime.mcp.http import BearerAuth, http_app
 from runtime.mcp.server import TOOL
 from runtime.session import PREFIX_CHARS
-from suites.harness import Desk
+from suites.harness import Desk, ref_of
 from suites.proofs import assert_no_runtime_calls
 from suites.reliability.conftest import CALL_LIMIT, within
 from suites.security.test_tokens_transports import BEARER, Line
@@ -43,7 +43,7 @@ from suites.security.test_tokens_transports import BEARER, Line
 IDS = frozenset({"computer_session_id", "frame_id", "elapsed_ms"})
 """What differs between two runs by design: minted ids and timings."""
 NONCE = re.compile(r"nonce=[0-9A-Za-z_-]+")
-REF = re.compile(rf"\[[a-z]{{{PREFIX_CHARS}}}(\d+)\]")
+REF = re.compile(rf"(?m)^((?:[~+] )?)[a-z]{{{PREFIX_CHARS}}}(\d+) ")
 """A ref: the frame's random prefix (an id, masked) and the element's position (compared)."""
 
 Call = Callable[..., Awaitable[dict[str, Any]]]
@@ -143,7 +143,7 @@ async def scripted_task(call: Call, page: str) -> list[dict[str, Any]]:
     listed = await call(command="list_pages")
     seen = await call(command="observe", page=page)
     assert seen.get("status") == "ok", seen
-    name = next(line.split("]")[0][1:] for line in seen["observation"].splitlines() if '"Full name"' in line)
+    name = ref_of(seen["observation"], '"Full name"')
     session = seen["computer_session_id"]
     typed = await call(
         command="act",
@@ -171,7 +171,7 @@ def canonical(value: Any, handles: dict[str, str]) -> Any:
     if isinstance(value, str):
         for handle, role in handles.items():
             value = value.replace(handle, role)
-        return REF.sub(r"[ref\1]", NONCE.sub("nonce=…", value))
+        return REF.sub(r"\1ref\2 ", NONCE.sub("nonce=…", value))
     return value
 
 

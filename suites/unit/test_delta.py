@@ -81,8 +81,8 @@ def test_the_changes_name_the_frame_and_show_only_changed_and_added_lines_and_re
     refs = [e.ref for e in first.snapshot.elements]
     assert lines[1] == "changes: 1 changed, 1 added, 1 removed, 2 unchanged (refs kept)"
     assert lines[2:-1] == [
-        f'+ [{second.snapshot.elements[0].ref}] link "Undo"',
-        f'~ [{refs[3]}] textbox "Search" ="tent"',
+        f'+ {second.snapshot.elements[0].ref} link "Undo"',
+        f'~ {refs[3]} textbox "Search" ="tent"',
         f"- {refs[0]}",
     ]
     assert not any(line.startswith(("url:", "title:", "text:")) for line in lines)  # none of them changed
