@@ -207,18 +207,25 @@ async def build_and_install(tmp: Path) -> Installed:
     return Installed(venv, wheel, site, home)
 
 
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """The folder this run's xdist workers share (and no other run: pytest's base folder, private to the user);
+    None outside xdist. Work done once per run is recorded here for the other workers to read."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return None
+    return tmp_path_factory.getbasetemp().parent
+
+
 @pytest.fixture(scope="session")
 async def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     """One build per run. Under xdist the workers share it: the first to take the lock builds it into the run's
     base folder and records it; the others read the record (xdist's own recipe for a once-per-run fixture). Each
     worker gets a home of its own."""
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+    if (shared := run_folder(tmp_path_factory)) is None:
         return await build_and_install(tmp_path_factory.mktemp("installed"))
-    run_folder = tmp_path_factory.getbasetemp().parent  # this run's, shared by its workers only
-    record = run_folder / "installed.json"
-    async with file_lock(run_folder / "installed.lock", BUILD_LOCK_TIMEOUT):
+    record = shared / "installed.json"
+    async with file_lock(shared / "installed.lock", BUILD_LOCK_TIMEOUT):
         if not record.exists():  # a folder of its own: a build that failed on another worker leaves no clash
-            built = await build_and_install(Path(tempfile.mkdtemp(prefix="installed-", dir=run_folder)))
+            built = await build_and_install(Path(tempfile.mkdtemp(prefix="installed-", dir=shared)))
             record.write_text(json.dumps([str(built.venv), str(built.wheel), str(built.site_packages)]))
     venv, wheel, site = (Path(p) for p in json.loads(record.read_text()))
     return Installed(venv, wheel, site, tmp_path_factory.mktemp("installed-home"))

@@ -3,14 +3,17 @@ instruments prove it: the cards the user saw, 0 CDP calls on the chat and on unt
 writes (ledger), a backend change mid-turn that moves only new sessions, and no process left after Ctrl-C (audit).
 
 The whole task set runs in one app per backend (`task_set`, started by the first test that needs it, kept for the
-module); each test below checks one promise against what that run recorded. `make test` runs the default backend;
-`--backend NAME` (repeatable) or no option (every backend, as `make lab` does) picks.
+module, and under xdist recorded for the run: a worker that gets tests of this module after another worker ran the
+set reads that run instead of running it again); each test below checks one promise against what that run
+recorded. `make test` runs the default backend; `--backend NAME` (repeatable) or no option (every backend, as
+`make lab` does) picks.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 from pathlib import Path
 
@@ -25,6 +28,7 @@ from suites.installed.conftest import (
     Installed,
     assert_no_process_left,
     import_origins,
+    run_folder,
     still_alive,
     tidy_windows,
 )
@@ -66,7 +70,16 @@ async def task_set(
     fixture_server: FixtureServer,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> TaskSetRun:
-    """The task set's run on `backend` (the first test that asks runs it; the others read what it recorded)."""
+    """The task set's run on `backend` (the first test that asks runs it; the others read what it recorded).
+
+    Under xdist the run is recorded in the run's shared folder, and a worker finds it there. No lock of its own is
+    needed: every test here holds the port lock (`port_lock`, autouse, taken before this fixture), so no two workers
+    are in this fixture at once. The record holds the instruments' readings taken during the run (tap calls, ledger
+    writes), so a reader checks what the run did, not its own idle instruments."""
+    shared = run_folder(tmp_path_factory)
+    record = shared / f"task-set-{backend}.pickle" if shared else None
+    if backend not in runs and record is not None and record.exists():
+        runs[backend] = pickle.loads(record.read_bytes())
     if backend not in runs:
         try:
             runs[backend] = await run_task_set(
@@ -74,7 +87,11 @@ async def task_set(
             )
         except BaseException as exc:
             runs[backend] = exc
+            if record is not None:  # the others fail with its story rather than run it again
+                record.write_bytes(pickle.dumps(RuntimeError(f"on another worker: {exc!r}")))
             raise
+        if record is not None:
+            record.write_bytes(pickle.dumps(runs[backend]))
         print(json.dumps(summary(runs[backend]), indent=1))
     done = runs[backend]
     if isinstance(done, BaseException):
