@@ -81,7 +81,7 @@ WRITE_ACTIONS: frozenset[str] = frozenset({"click", "type", "press", "select", "
 class Action(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    type: ActionType
+    type: ActionType = Field(description="click, type, select: a ref (click: or x/y); press: key; scroll: direction.")
     ref: Short | None = None
     text: str | None = Field(None, max_length=MAX_TEXT, description="type: text to enter.")
     submit: bool = Field(False, description="type: press Enter after.")
@@ -90,7 +90,7 @@ class Action(BaseModel):
         None, max_length=MAX_VALUES, description="select: option values or labels."
     )
     url: str | None = Field(None, max_length=MAX_URL, description="navigate: absolute http(s) URL.")
-    direction: Literal["up", "down", "left", "right"] | None = None
+    direction: Literal["up", "down", "left", "right"] | None = Field(None, description="scroll: which way.")
     x: float | None = Field(None, allow_inf_nan=False, description="Viewport CSS px.")
     y: float | None = Field(None, allow_inf_nan=False)
 

@@ -55,7 +55,10 @@ def compile_pattern(pattern: str) -> re2._Regexp:
 class Assertion(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    type: AssertionType
+    type: AssertionType = Field(
+        description="*_matches: pattern; text_*: text; element_state: state; element_count: role, name, count; "
+        "all_of, any_of: of."
+    )
     pattern: str | None = Field(None, max_length=MAX_PATTERN, description="RE2 regex (search).")
     text: Annotated[str, enforced(MAX_ASSERTED_TEXT)] | None = None
     ref: Short | None = Field(None, description="element_state: a ref, or role+name.")

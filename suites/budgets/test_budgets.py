@@ -1,6 +1,11 @@
 """Token budgets (deterministic counts, not timings): what the agent pays for the tool and for observations.
 
-- tools/list (the one tool, its schema and descriptions) costs at most 1,100 o200k tokens.
+- What a model reads of the tool costs at most 900 o200k tokens: its name, description and input schema, which is
+  what a client hands a model (`host/providers`: Anthropic's `input_schema`, OpenAI's `parameters`; the output
+  schema, title and annotations stay with the client). The whole of `tools/list` costs at most 1,250. Every
+  parameter and every result field is described where a model reads it: by its own description, by another
+  description of its object, or by name in the tool's description (result fields only there: the output schema is
+  published without descriptions, and no client shows it to a model).
 - observe with detail=interactive costs at most 13 tokens per interactive element on the catalogue, and every
   element stays reachable through follow-up reads of the same frame. Counted on what a model receives: the text
   content block of every read (envelope JSON included), beside the element lines alone. Issue 13's target of 10
@@ -13,35 +18,77 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 from mcp import Client
 from mcp.server import MCPServer
+from mcp.types import Tool
 
 from lab.tokens import count_text
 from suites.harness import ELEMENT_LINE, ELEMENTS_HEADER, Agent, tools_only_server
 from suites.proofs import record_cost
 
-TOOLS_LIST_BUDGET = 1100
+TOOLS_LIST_BUDGET = 1250
+TOOL_DEFINITION_BUDGET = 900
 PER_ELEMENT_BUDGET = 13.0
 PER_ELEMENT_TARGET = 10.0
 
 
-def tools_list_tokens(tools: list) -> int:
+def tools_list_tokens(tools: list[Tool]) -> int:
     wire = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
     return count_text(json.dumps({"tools": wire}, separators=(",", ":")))
 
 
-def assert_tools_list_within_budget(tokens: int) -> None:
-    assert tokens <= TOOLS_LIST_BUDGET, f"tools/list costs {tokens} tokens (budget {TOOLS_LIST_BUDGET})"
+def definition_tokens(tools: list[Tool]) -> int:
+    """The tools as a client hands them to a model: name, description and input schema."""
+    shown = [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools]
+    return count_text(json.dumps(shown, separators=(",", ":"), ensure_ascii=False))
+
+
+def assert_tools_list_within_budget(tools: list[Tool]) -> tuple[int, int]:
+    wire, shown = tools_list_tokens(tools), definition_tokens(tools)
+    limit = TOOL_DEFINITION_BUDGET
+    assert shown <= limit, f"a model reads {shown} tokens of the tool (budget {limit})"
+    assert wire <= TOOLS_LIST_BUDGET, f"tools/list costs {wire} tokens (budget {TOOLS_LIST_BUDGET})"
+    return wire, shown
+
+
+def undescribed(tool: Tool) -> list[str]:
+    """The parameters and result fields a model cannot learn about: no description of their own, none in their
+    object that names them, no mention in the tool's description (whole words: `offset` is not `next_offset`), and
+    not an enum whose every value the tool's description names (`command`: a line per command)."""
+    told = tool.description or ""
+    missing = []
+
+    def named(word: object, text: str) -> bool:
+        return re.search(rf"(?<![\w-]){re.escape(str(word))}(?![\w-])", text) is not None
+
+    def check(path: str, properties: dict[str, dict[str, Any]], results: bool) -> None:
+        context = told if results else told + " ".join(str(p.get("description", "")) for p in properties.values())
+        for name, field in properties.items():
+            values = field.get("enum", [])
+            if named(name, context) or (values and all(named(value, told) for value in values)):
+                continue
+            if results or not field.get("description"):
+                missing.append(f"{path}{name}")
+
+    schema, output = tool.input_schema, tool.output_schema or {}
+    check("", schema["properties"], results=False)
+    for name, definition in schema.get("$defs", {}).items():
+        check(f"{name}.", definition.get("properties", {}), results=False)
+    check("result.", output.get("properties", {}), results=True)
+    for name, definition in output.get("$defs", {}).items():
+        check(f"result.{name}.", definition.get("properties", {}), results=True)
+    return missing
 
 
 @pytest.mark.req("budget:tools-list")
-async def test_tools_list_costs_at_most_1100_tokens() -> None:
+async def test_a_model_reads_at_most_900_tokens_of_the_tool_and_tools_list_costs_at_most_1250() -> None:
     async with Client(tools_only_server()) as client:
-        tokens = tools_list_tokens((await client.list_tools()).tools)
-    record_cost("tools-list", {"tokens": tokens, "budget": TOOLS_LIST_BUDGET})
-    assert_tools_list_within_budget(tokens)
+        wire, shown = assert_tools_list_within_budget((await client.list_tools()).tools)
+    record_cost("tools-list", {"tokens": wire, "budget": TOOLS_LIST_BUDGET})
+    record_cost("tool-definition", {"tokens": shown, "budget": TOOL_DEFINITION_BUDGET})
 
 
 @pytest.mark.negative_control
@@ -49,8 +96,29 @@ async def test_tools_list_costs_at_most_1100_tokens() -> None:
 async def test_the_budget_check_catches_the_uncompacted_schema() -> None:
     server = tools_only_server()
     raw = await MCPServer.list_tools(server)  # what the SDK would publish without the runtime's compaction
-    with pytest.raises(AssertionError, match="tools/list costs"):
-        assert_tools_list_within_budget(tools_list_tokens(raw))
+    with pytest.raises(AssertionError, match="tokens of the tool"):
+        assert_tools_list_within_budget(raw)
+
+
+@pytest.mark.req("budget:tools-list")
+async def test_every_parameter_and_result_field_is_described_where_a_model_reads_it() -> None:
+    async with Client(tools_only_server()) as client:
+        (tool,) = (await client.list_tools()).tools
+    assert undescribed(tool) == []
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("budget:tools-list")
+async def test_the_description_check_catches_parameters_and_result_fields_left_undescribed() -> None:
+    async with Client(tools_only_server()) as client:
+        (tool,) = (await client.list_tools()).tools
+    told = tool.description or ""
+    tool.description = told[: told.index("Every result:")]  # the sentence on every result's fields, gone
+    tool.input_schema["properties"]["offset"].pop("description")
+    assert undescribed(tool) == [
+        "offset",
+        *(f"result.{name}" for name in ("status", "message", "backend", "elapsed_ms", "screenshots")),
+    ]
 
 
 @pytest.mark.req("budget:observe-per-element", "budget:no-unreachable-element")

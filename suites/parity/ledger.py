@@ -763,7 +763,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req("verify:text", "verify", "text_present checks the live Page's text"),
     *_reasons(),
     # -- budgets -----------------------------------------------------------------------------------------------
-    _req("budget:tools-list", "budgets", "tools/list costs at most 1,100 o200k tokens"),
+    _req(
+        "budget:tools-list",
+        "budgets",
+        "a model reads at most 900 o200k tokens of the tool (name, description, input schema), tools/list costs at "
+        "most 1,250, and every parameter and result field is described where a model reads it",
+    ),
     _req(
         "budget:observe-per-element",
         "budgets",
