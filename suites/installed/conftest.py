@@ -62,6 +62,8 @@ EXIT_TIMEOUT = 10.0
 """Seconds a process the app started may take to disappear after the app has exited."""
 UI_TIMEOUT = 20.0
 """Seconds the console may take to show what the user did (a Page opened, a message sent)."""
+TICK_ATTEMPTS = 3
+"""Clicks a user makes on a checkbox before giving up (`Console.tick`)."""
 
 HERE = Path(__file__).resolve().parent
 
@@ -532,12 +534,47 @@ class Console:
 
     async def click(self, selector: str) -> None:
         """A real left click (mouse pressed and released) at the element's center."""
-        x, y = await self._center(selector)
+        await self.click_at(*await self._center(selector))
+
+    async def click_at(self, x: float, y: float) -> None:
         for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
             extra = {"button": "left", "clickCount": 1} if kind != "mouseMoved" else {}
             await self.cdp.send(
                 "Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, **extra}, session_id=self.session
             )
+
+    async def tick(self, selector: str) -> None:
+        """Tick a checkbox the way a user does: wait until it can take the click (enabled, in the same place on two
+        looks 20 ms apart, and the element a click at its center reaches), click, and look. The console re-lays its
+        Pages out when a title arrives, so a click aimed just before can land beside the box; the user then sees it
+        unticked and clicks again. `Input.dispatchMouseEvent` returns once the page handled the click, so the box
+        reads its new state at once. At most `TICK_ATTEMPTS` clicks, each wait bounded by `UI_TIMEOUT`."""
+        for _ in range(TICK_ATTEMPTS):
+            ready = f"""new Promise((resolve, reject) => {{
+                const deadline = performance.now() + {int(UI_TIMEOUT * 1000)};
+                let last = null;
+                const look = () => {{
+                    const box = document.querySelector({json.dumps(selector)});
+                    let r = null;
+                    if (box && !box.disabled) {{
+                        box.scrollIntoView({{block: "center", inline: "center"}});
+                        r = box.getBoundingClientRect();
+                        const x = r.x + r.width / 2, y = r.y + r.height / 2;
+                        const hit = document.elementFromPoint(x, y);
+                        const still = last && r.x === last.x && r.y === last.y && r.width > 0 && r.height > 0;
+                        if (still && (hit === box || hit?.control === box)) return resolve([x, y]);
+                    }}
+                    if (performance.now() > deadline) return reject(new Error("not ready to take a click"));
+                    last = r;
+                    setTimeout(look, 20);
+                }};
+                look();
+            }})"""
+            x, y = await self.evaluate(ready, await_promise=True, timeout=UI_TIMEOUT + 5)
+            await self.click_at(x, y)
+            if await self.evaluate(f"document.querySelector({json.dumps(selector)}).checked"):
+                return
+        raise AssertionError(f"console: {TICK_ATTEMPTS} clicks on {selector} did not tick it")
 
     async def type(self, selector: str, text: str) -> None:
         """Click into the field, then type `text` as keyboard input would insert it."""

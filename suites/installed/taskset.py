@@ -288,7 +288,7 @@ class Driver:
         """Tick the Pages, type the message, press Send; returns the index of the user's message in the history."""
         users = await self.console.evaluate("document.querySelectorAll('#history article.message').length")
         for handle in handles:
-            await self.console.click(f'#turn-pages input[data-page="{handle}"]')
+            await self.console.tick(f'#turn-pages input[data-page="{handle}"]')
         await self.console.type("#message", message)
         await self.console.click("#send")
         await self.console.until(
