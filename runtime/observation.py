@@ -4,10 +4,9 @@ Budget: an interactive element costs one short line, `ref role "name"` plus its 
 cost a handful of tokens each instead of the URLs and ids a raw snapshot carries. The ref starts the line bare:
 brackets around it cost one more o200k token per element (`[b`, `ft`, `61`, `]` against `b`, `ft`, `61`), and page
 text can never start a line anyway. A continuation (`offset`) repeats neither url nor title: the frame's first read
-gave them. One observation is capped
-(`Settings.observation_tokens`, about 2,000 tokens, estimated by `estimate`): what does not fit stays reachable,
-`next_offset` continues the same frame's element list, in the frame's order (the elements in the viewport first
-when they do not all fit: `runtime/viewport.py`).
+gave them. One observation is capped (`Settings.observation_tokens`, about 2,000 tokens, estimated by `estimate`):
+what does not fit stays reachable, `next_offset` continues the same frame's element list, in the frame's order (the
+elements in the viewport first when they do not all fit: `runtime/viewport.py`).
 
 Untrusted content: every string a page controls (names, values, url, title, text, previews, assertion failures)
 goes through `clean` before an agent reads it, so none can start a line, close a quote, or break the transport:
