@@ -26,6 +26,7 @@ from mcp.server import MCPServer
 from mcp.types import Tool
 
 from lab.tokens import count_text
+from suites.budgets.test_realistic_pages import element_lines, read_all
 from suites.harness import ELEMENT_LINE, ELEMENTS_HEADER, Agent, tools_only_server
 from suites.proofs import record_cost
 
@@ -35,15 +36,18 @@ PER_ELEMENT_BUDGET = 13.0
 PER_ELEMENT_TARGET = 10.0
 
 
+def json_tokens(value: object) -> int:
+    """Tokens of `value` as compact JSON, non-ASCII unescaped (as `lab.tokens` meters structured content)."""
+    return count_text(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+
 def tools_list_tokens(tools: list[Tool]) -> int:
-    wire = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
-    return count_text(json.dumps({"tools": wire}, separators=(",", ":")))
+    return json_tokens({"tools": [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]})
 
 
 def definition_tokens(tools: list[Tool]) -> int:
     """The tools as a client hands them to a model: name, description and input schema."""
-    shown = [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools]
-    return count_text(json.dumps(shown, separators=(",", ":"), ensure_ascii=False))
+    return json_tokens([{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools])
 
 
 def assert_tools_list_within_budget(tools: list[Tool]) -> tuple[int, int]:
@@ -128,19 +132,11 @@ async def test_observing_the_catalogue_costs_at_most_13_tokens_per_element_and_l
     await one_page_desk("/catalogue/")
     first = await agent.observe(page="left", detail="interactive")
     total = int(re.search(ELEMENTS_HEADER, first.observation or "").group(1))  # type: ignore[union-attr]
-    reads, refs = [first], []
-    seen = first
-    while True:
-        refs += [m.group(2) for line in (seen.observation or "").splitlines() if (m := ELEMENT_LINE.match(line))]
-        if seen.next_offset is None:
-            break
-        seen = await agent.observe(
-            computer_session_id=first.computer_session_id, frame_id=first.frame_id, offset=seen.next_offset
-        )
-        assert seen.frame_id == first.frame_id  # a follow-up read of the same frame, not a new observation
-        reads.append(seen)
+    reads = await read_all(agent, first)
+    assert {seen.frame_id for seen in reads} == {first.frame_id}  # follow-up reads of the same frame, no new one
+    lines = element_lines(reads)
+    refs = [ELEMENT_LINE.match(line).group(2) for line in lines]  # type: ignore[union-attr]
     tokens = sum(count_text(read.content) for read in reads)
-    lines = [line for read in reads for line in (read.observation or "").splitlines() if ELEMENT_LINE.match(line)]
     per_element = tokens / len(refs)
     record_cost(
         f"observe-catalogue-{backend}",

@@ -53,7 +53,7 @@ async def read_all(agent: Agent, first: Seen) -> list[Seen]:
 
 
 def element_lines(reads: list[Seen]) -> list[str]:
-    """Every element line of the frame as shown: `[ref] role "name" state`."""
+    """Every element line of the frame as shown: `ref role "name" state`."""
     return [line for seen in reads for line in (seen.observation or "").splitlines() if ELEMENT_LINE.match(line)]
 
 
