@@ -517,26 +517,38 @@ class Console:
     async def snapshot(self) -> dict[str, Any]:
         return await self.evaluate(SNAPSHOT_JS)
 
-    async def _center(self, selector: str) -> tuple[float, float]:
-        box = await self.evaluate(
-            f"""(() => {{
+    async def _ready(self, selector: str) -> tuple[float, float]:
+        """The center of the element once it can take a click, as Playwright's actionability checks have it: enabled,
+        in the same place on two looks 20 ms apart, and the element a click at its center reaches (itself, a child,
+        or the label of a box). The console re-lays its Pages out when a title arrives, so a click aimed at a place
+        read just before can land beside its element. Bounded by `UI_TIMEOUT`."""
+        refused = f"{selector} did not become clickable (missing, disabled, moving or covered)"
+        ready = f"""new Promise((resolve, reject) => {{
+            const deadline = performance.now() + {int(UI_TIMEOUT * 1000)};
+            let last = null;
+            const look = () => {{
                 const node = document.querySelector({json.dumps(selector)});
-                if (!node) return null;
-                node.scrollIntoView({{block: "center", inline: "center"}});
-                const r = node.getBoundingClientRect();
-                return {{x: r.x + r.width / 2, y: r.y + r.height / 2, w: r.width, h: r.height}};
-            }})()"""
-        )
-        assert box is not None, f"console: nothing matches {selector}"
-        assert box["w"] > 0, f"console: {selector} is not visible"
-        assert box["h"] > 0, f"console: {selector} is not visible"
-        return box["x"], box["y"]
+                let r = null;
+                if (node && !node.disabled) {{
+                    node.scrollIntoView({{block: "center", inline: "center"}});
+                    r = node.getBoundingClientRect();
+                    const x = r.x + r.width / 2, y = r.y + r.height / 2;
+                    const hit = document.elementFromPoint(x, y);
+                    const still = last && r.x === last.x && r.y === last.y && r.width > 0 && r.height > 0;
+                    if (still && hit && (node.contains(hit) || hit.control === node)) return resolve([x, y]);
+                }}
+                if (performance.now() > deadline) return reject(new Error({json.dumps(refused)}));
+                last = r;
+                setTimeout(look, 20);
+            }};
+            look();
+        }})"""
+        x, y = await self.evaluate(ready, await_promise=True, timeout=UI_TIMEOUT + 5)
+        return x, y
 
     async def click(self, selector: str) -> None:
-        """A real left click (mouse pressed and released) at the element's center."""
-        await self.click_at(*await self._center(selector))
-
-    async def click_at(self, x: float, y: float) -> None:
+        """A real left click (mouse pressed and released) at the element's center, once it can take one."""
+        x, y = await self._ready(selector)
         for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
             extra = {"button": "left", "clickCount": 1} if kind != "mouseMoved" else {}
             await self.cdp.send(
@@ -544,34 +556,11 @@ class Console:
             )
 
     async def tick(self, selector: str) -> None:
-        """Tick a checkbox the way a user does: wait until it can take the click (enabled, in the same place on two
-        looks 20 ms apart, and the element a click at its center reaches), click, and look. The console re-lays its
-        Pages out when a title arrives, so a click aimed just before can land beside the box; the user then sees it
-        unticked and clicks again. `Input.dispatchMouseEvent` returns once the page handled the click, so the box
-        reads its new state at once. At most `TICK_ATTEMPTS` clicks, each wait bounded by `UI_TIMEOUT`."""
+        """Tick a checkbox the way a user does: click, and look. A click can still miss if the Pages move between
+        the look and the press; the user then sees the box unticked and clicks again. `Input.dispatchMouseEvent`
+        returns once the page handled the click, so the box reads its new state at once. At most `TICK_ATTEMPTS`."""
         for _ in range(TICK_ATTEMPTS):
-            ready = f"""new Promise((resolve, reject) => {{
-                const deadline = performance.now() + {int(UI_TIMEOUT * 1000)};
-                let last = null;
-                const look = () => {{
-                    const box = document.querySelector({json.dumps(selector)});
-                    let r = null;
-                    if (box && !box.disabled) {{
-                        box.scrollIntoView({{block: "center", inline: "center"}});
-                        r = box.getBoundingClientRect();
-                        const x = r.x + r.width / 2, y = r.y + r.height / 2;
-                        const hit = document.elementFromPoint(x, y);
-                        const still = last && r.x === last.x && r.y === last.y && r.width > 0 && r.height > 0;
-                        if (still && (hit === box || hit?.control === box)) return resolve([x, y]);
-                    }}
-                    if (performance.now() > deadline) return reject(new Error("not ready to take a click"));
-                    last = r;
-                    setTimeout(look, 20);
-                }};
-                look();
-            }})"""
-            x, y = await self.evaluate(ready, await_promise=True, timeout=UI_TIMEOUT + 5)
-            await self.click_at(x, y)
+            await self.click(selector)
             if await self.evaluate(f"document.querySelector({json.dumps(selector)}).checked"):
                 return
         raise AssertionError(f"console: {TICK_ATTEMPTS} clicks on {selector} did not tick it")
