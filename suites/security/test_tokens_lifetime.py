@@ -3,11 +3,16 @@
 - An expired token is `invalid_capability` ("expired") before any backend call, on every backend. No sleeping: the
   runtime's context store reads an injected clock, and the test advances it.
 - 10,000 `computer_use` calls across many turns, provider requests, hosts and connections leave the context store
-  and the capability verifier with structurally bounded contents, and the memory allocated through `runtime/` flat
-  between call 1,000 and call 10,000 (tracemalloc). A tenth of the calls go through the real MCP in-process client
-  (one connection per such turn); the rest call the service core (`ComputerUseService.handle`, the function the MCP
-  tool calls) directly, with a stand-in connection that has the SDK's teardown hook, closed at the end of its turn
-  as the SDK closes a real one. Every call carries a host-minted token that the real verifier checks.
+  and the capability verifier with structurally bounded contents (from call 1,000 on), and the memory allocated
+  through `runtime/` flat over the last 1,500 calls (tracemalloc). A tenth of the calls go through the real MCP
+  in-process client (one connection per such turn); the rest call the service core (`ComputerUseService.handle`,
+  the function the MCP tool calls) directly, with a stand-in connection that has the SDK's teardown hook, closed at
+  the end of its turn as the SDK closes a real one. Every call carries a host-minted token that the real verifier
+  checks.
+- Tracing is on for the last 4,000 calls only: tracing every allocation of the process made a call seven times
+  slower. What tracing sees held is what was allocated since it began, which climbs while the untraced working set
+  is replaced: steeply for 1,000 calls (a turn in ten goes over MCP), then slowly until the pattern of turns repeats
+  (a fresh host every third turn, MCP every tenth: 3,000 calls). So growth is measured after 2,500 traced calls.
 
 Each proof has its negative control: a verifier that ignores expiry lets the expired token act; a verifier that
 never forgets spent ids, and a store that keeps every Page Context, both fail the bounded-size check.
@@ -148,10 +153,12 @@ CALLS_PER_TURN = 100  # in 2 provider requests of 50 calls
 REQUESTS_PER_TURN = 2
 MCP_EVERY = 10  # every tenth turn's calls go over a real in-process MCP connection
 SECONDS_PER_CALL = 1.0  # model time between calls, on the store's clock: 10,000 calls span 83 token lifetimes
-MEASURE_FROM = 1_000
+MEASURE_FROM = 1_000  # structural peaks from here on
+TRACED_CALLS = 4_000  # tracemalloc is on for the last calls only
+GROWTH_WINDOW = 1_500  # memory growth measured over the last calls, once the traced working set has turned over
 TRACE_FRAMES = 4  # deep enough to charge json decoding of a token to the runtime code that opened it
-GROWTH_BOUND = 256 * 1024  # bytes allocated through runtime/ and still held, between call 1,000 and the last
-NEGATIVE_CALLS = 3_000  # negative controls: enough for a spent-id leak to cross both bounds
+GROWTH_BOUND = 64 * 1024  # bytes allocated through runtime/ and still held over the growth window (~44 B a call)
+NEGATIVE_CALLS = 4_000  # as many traced calls as the proof, so the same window: a spent-id leak crosses both bounds
 NEGATIVE_CALLS_STORE = 1_500  # enough for a context leak to cross the size bound
 
 
@@ -169,7 +176,8 @@ def footprint(part: object) -> dict[str, int]:
 
 @dataclass
 class Run:
-    """What a bulk run saw: the largest footprints from call 1,000 on, and the memory held at call 1,000 and last."""
+    """What a bulk run saw: the largest footprints from call 1,000 on, and the memory held (allocated since tracing
+    began) at the start of the growth window and at the last call."""
 
     calls: int
     done: int = 0
@@ -177,6 +185,14 @@ class Run:
     verifier_peak: dict[str, int] = field(default_factory=dict)
     held_at: dict[int, int] = field(default_factory=dict)  # call number -> bytes held, allocated through runtime/
     total_at: dict[int, int] = field(default_factory=dict)  # call number -> bytes held in the whole process
+
+    @property
+    def trace_from(self) -> int:
+        return max(self.calls - TRACED_CALLS, 0)
+
+    @property
+    def window_from(self) -> int:
+        return max(self.calls - GROWTH_WINDOW, MEASURE_FROM)
 
     def sample(self, rt: Runtime) -> None:
         if self.done < MEASURE_FROM:
@@ -199,10 +215,11 @@ class Run:
 
     def report(self) -> None:
         print(
-            f"{self.done:,} calls; store peak {self.store_peak}; verifier peak {self.verifier_peak}; "
-            f"held through runtime/ at call {MEASURE_FROM:,}: {self.held_at[MEASURE_FROM]:,} B, at call "
-            f"{self.done:,}: {self.held_at[self.done]:,} B; whole process (tap and fixture server included): "
-            f"{self.total_at[MEASURE_FROM]:,} B → {self.total_at[self.done]:,} B"
+            f"{self.done:,} calls; store peak {self.store_peak}; verifier peak {self.verifier_peak}; traced from "
+            f"call {self.trace_from:,}, held through runtime/ at call {self.window_from:,}: "
+            f"{self.held_at[self.window_from]:,} B, at call {self.done:,}: {self.held_at[self.done]:,} B; whole "
+            f"process (tap and fixture server included): {self.total_at[self.window_from]:,} B → "
+            f"{self.total_at[self.done]:,} B"
         )
 
 
@@ -217,7 +234,6 @@ async def bulk(rt: Runtime, handle: str, clock: Clock, calls: int = CALLS) -> Ru
     """`calls` list_pages calls, 100 per turn in 2 provider requests, hosts and connections changing per turn."""
     run = Run(calls)
     second = rt.new_host()
-    tracemalloc.start(TRACE_FRAMES)
     try:
         for number in range(calls // CALLS_PER_TURN):
             # Two hosts that stay, and every third turn a fresh one that is gone after its turn.
@@ -235,6 +251,8 @@ async def bulk(rt: Runtime, handle: str, clock: Clock, calls: int = CALLS) -> Ru
                 for _ in range(REQUESTS_PER_TURN):
                     request = await turn.provider_request()
                     for _ in range(CALLS_PER_TURN // REQUESTS_PER_TURN):
+                        if run.done == run.trace_from and not tracemalloc.is_tracing():
+                            tracemalloc.start(TRACE_FRAMES)
                         clock.now += SECONDS_PER_CALL
                         if number % MCP_EVERY == 0:
                             raw = await hosted.call(request, command="list_pages")
@@ -248,7 +266,7 @@ async def bulk(rt: Runtime, handle: str, clock: Clock, calls: int = CALLS) -> Ru
                         assert result.status == "ok", result
                         assert len(result.pages or []) == 1
                         run.done += 1
-                        if run.done in (MEASURE_FROM, calls):
+                        if run.done in (run.window_from, calls):
                             run.measure()
                     run.sample(rt)
             del turn, request  # they hold the turn's host
@@ -273,9 +291,9 @@ def check_sizes(run: Run, hosts: int) -> None:
 
 
 def check_memory(run: Run) -> None:
-    """A generous bound on what was allocated through runtime/ after call 1,000 and is still held at the end."""
-    growth = run.held_at[run.calls] - run.held_at[MEASURE_FROM]
-    assert growth < GROWTH_BOUND, f"memory held through runtime/ grew by {growth:,} B from call {MEASURE_FROM:,}"
+    """A generous bound on what runtime/ came to hold over the growth window (allocated since tracing began)."""
+    growth = run.held_at[run.calls] - run.held_at[run.window_from]
+    assert growth < GROWTH_BOUND, f"memory held through runtime/ grew by {growth:,} B from call {run.window_from:,}"
 
 
 @pytest.fixture
