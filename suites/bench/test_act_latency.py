@@ -13,6 +13,9 @@ result); the MCP hop is the client's wall time minus the service's. Both are rep
 in benchmarks, and a timed assert fails at random on shared machines. `make bench` runs this and prints the figures
 beside their budgets; `make test` skips it.
 
+Beside them, the CDP commands the policy read is made of, timed alone on the idle page (`probe-floor`): its
+accessibility lookup by role and name waits inside the browser far longer than a bare evaluate (docs/runtime.md).
+
 Each side gets its own Chromium with exactly one page, in an event loop of its own (pytest-benchmark times
 synchronous callables).
 """
@@ -202,6 +205,48 @@ def test_bench_raw_upstream_click_then_read(benchmark: Any, world: World, backen
     benchmark.pedantic(lambda: world.run(driver.click_and_read()), rounds=ROUNDS, warmup_rounds=WARMUP)
     RESULTS[backend, "raw"] = benchmark.stats.stats.median
     _record(backend)
+
+
+@pytest.mark.req("bench:overhead")
+def test_bench_the_probe_commands_a_policy_read_waits_on_at_rest(benchmark: Any, world: World) -> None:
+    """The floor under the policy read: the CDP commands it is made of, timed alone on the idle form page (no
+    runtime, no backend). Its lookup by role and name, `Accessibility.queryAXTree`, is timed on the gift box's own
+    subtree (one node), beside `getPartialAXTree` on the same node and a bare `Runtime.evaluate`."""
+    benchmark.group = "probe floor"
+    chromium, _, _, target = world.run(world.open())
+    cdp = world.run(chromium.connect())
+    world.stack.append(cdp)
+    session = world.run(cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+
+    async def send(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return await cdp.send(method, params, session_id=session)
+
+    world.run(send("Accessibility.enable"))
+    found = world.run(send("Runtime.evaluate", {"expression": "document.querySelector('input[type=checkbox]')"}))
+    box = found["result"]["objectId"]
+    commands = {
+        "query_ax_tree": ("Accessibility.queryAXTree", {"objectId": box, "role": "checkbox"}),
+        "partial_ax_tree": ("Accessibility.getPartialAXTree", {"objectId": box, "fetchRelatives": False}),
+        "evaluate": ("Runtime.evaluate", {"expression": "1"}),
+    }
+    spent: dict[str, list[float]] = {name: [] for name in commands}
+
+    def timed(name: str) -> None:
+        started = time.perf_counter()
+        world.run(send(*commands[name]))
+        spent[name].append((time.perf_counter() - started) * 1000)
+
+    for name in ("partial_ax_tree", "evaluate"):
+        for _ in range(ROUNDS):
+            timed(name)
+    benchmark.pedantic(timed, args=("query_ax_tree",), rounds=ROUNDS, warmup_rounds=WARMUP)
+    record_cost(
+        "probe-floor",
+        {
+            **{f"{name}_ms_p50": round(statistics.median(times[-ROUNDS:]), 2) for name, times in spent.items()},
+            "overhead_budget_ms": OVERHEAD_BUDGET_MS,
+        },
+    )
 
 
 def _record_overhead(backend: str, phases: list[dict[str, float]]) -> None:
