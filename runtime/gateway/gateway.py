@@ -24,7 +24,9 @@ on any page) and reports popups it opens, its crash or its destruction, and the 
 `on_event`: a popup is invisible to the client behind the filter, so the runtime must hear of it here.
 
 Every client connection gets its own upstream connection. Client command ids are remapped to ids the gateway
-assigns per upstream connection, so the gateway's own calls can never collide with a client's.
+assigns per upstream connection, so the gateway's own calls can never collide with a client's. An answer the
+gateway neither reads nor rewrites goes back unparsed, with only its id replaced (`_pass_answer`): on the catalogue,
+an `Accessibility.getFullAXTree` through the gateway took 657 ms p50 parsed and re-encoded, 408 ms passed on.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import hmac
 import itertools
 import json
 import logging
+import re
 import secrets
 from collections import Counter, deque
 from collections.abc import Callable
@@ -62,6 +65,15 @@ LOADERS_KEPT = 4096
 """Bound on the frames per client whose loader the gateway remembers (`_lifecycle`)."""
 PAST_DOCUMENTS = 64
 """Replaced documents of the bound page the gateway remembers, so a late answer cannot bring one back."""
+
+ANSWER_HEAD = re.compile(r'\{"id":(\d+),"(?:result|error)":')
+"""How Chromium starts every answer: its id first. An answer the gateway need not read is passed on with only the
+id replaced, never parsed (an accessibility tree of a long page is megabytes: a parse and a re-encode of it here
+doubled the JSON work of the backend's read)."""
+READ_ANSWERS = frozenset(
+    {"Target.getTargets", "Page.getFrameTree", "Target.attachToTarget", "Browser.getWindowForTarget"}
+)
+"""Methods whose answers the gateway reads or rewrites (`_rewrite_result`): parsed whole, always."""
 
 EventKind = Literal["popup", "crashed", "destroyed", "detached", "upstream_lost"]
 
@@ -431,6 +443,8 @@ class ScopedGateway:
             async for frame in client.upstream:
                 if frame.type != aiohttp.WSMsgType.TEXT:
                     continue
+                if await self._pass_answer(client, frame.data):
+                    continue
                 try:
                     message = json.loads(frame.data)
                 except ValueError:
@@ -517,6 +531,19 @@ class ScopedGateway:
         except (ConnectionError, aiohttp.ClientError, RuntimeError) as exc:
             client.pending.pop(upstream_id, None)
             await self._answer(client, message, {"error": {"code": REFUSED_CODE, "message": f"upstream gone: {exc}"}})
+
+    async def _pass_answer(self, client: _Client, text: str) -> bool:
+        """An answer to a command whose result the gateway neither reads nor rewrites, passed on unparsed with the
+        client's id in place of the gateway's; False for anything else (parsed and handled whole)."""
+        head = ANSWER_HEAD.match(text)
+        if head is None:
+            return False
+        pending = client.pending.get(int(head.group(1)))
+        if pending is None or pending.auto_attach or pending.method in READ_ANSWERS:
+            return False
+        del client.pending[int(head.group(1))]
+        await self._send(client, f"{text[: head.start(1)]}{pending.client_id}{text[head.end(1) :]}")
+        return True
 
     async def _on_answer(self, client: _Client, message: dict[str, Any]) -> None:
         pending = client.pending.pop(message["id"], None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -247,6 +248,35 @@ async def test_the_page_endpoint_serves_only_the_bound_page(
     assert refused.value.status == 403
 
     assert tap.count(target=a.target_id, method="Runtime.evaluate") == 1
+    untouched(tap, b, c)
+
+
+@pytest.mark.req("gateway:page-endpoint")
+async def test_answers_reach_the_client_under_its_own_ids_whole_whether_the_gateway_reads_them_or_not(
+    tap: CDPTap, make_gateway: Gateways, three_pages: Pages
+) -> None:
+    """Answers the gateway does not read pass unparsed with only the id replaced; ids far from the gateway's own
+    upstream ids (which count from 1) show the replacement, and a megabyte of tricky text shows nothing else moved."""
+    a, b, c = three_pages
+    gateway = await make_gateway(a)
+    [listed] = (await get_json(gateway.url, "/json/list"))[1]
+    text = '"id":1,"result":' + '\u00e9\\"x' * 250_000
+    commands = {
+        9001: ("Runtime.evaluate", {"expression": json.dumps(text), "returnByValue": True}),
+        9002: ("Runtime.callFunctionOn", {"objectId": "no-such-object", "functionDeclaration": "function () {}"}),
+        9003: ("Page.getFrameTree", {}),  # an answer the gateway reads (the bound page's document)
+    }
+    async with aiohttp.ClientSession() as http, http.ws_connect(listed["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+        for command_id, (method, params) in commands.items():
+            await ws.send_str(json.dumps({"id": command_id, "method": method, "params": params}))
+        answers = {}
+        while len(answers) < len(commands):
+            message = json.loads((await ws.receive(timeout=10)).data)
+            answers[message["id"]] = message
+    assert sorted(answers) == sorted(commands)
+    assert answers[9001]["result"]["result"]["value"] == text
+    assert "error" in answers[9002]
+    assert answers[9003]["result"]["frameTree"]["frame"]["url"].endswith("/dom_form/")
     untouched(tap, b, c)
 
 
