@@ -3,7 +3,9 @@
 Clients connect to an endpoint the tap hands out (one listening port per label, so a test can tell its clients
 apart even when they only accept a bare `http://host:port`). The tap forwards every frame unchanged in both
 directions and records a parsed copy: each command as (connection, label, target, session, method, category),
-each event likewise. `/json/*` answers are rewritten so their WebSocket URLs point back at the tap.
+each event likewise. `/json/*` answers are rewritten so their WebSocket URLs point back at the tap. An answer is
+matched to its command by its head and tail as Chromium writes them (`answer_key`), not parsed, unless it creates a
+session (the tracker reads those) or comes in another shape: a long Page's accessibility tree is megabytes.
 
 An endpoint may front its own upstream (`endpoint(label, upstream=...)`), including one whose URL carries a path
 (a scoped gateway's `http://127.0.0.1:PORT/<secret>`): every byte between a backend and its gateway then crosses
@@ -21,6 +23,7 @@ import contextlib
 import itertools
 import json
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -34,6 +37,20 @@ from lab.tap.classify import classify
 from lab.tap.sessions import BROWSER, UNKNOWN, SessionTracker
 
 log = logging.getLogger(__name__)
+
+ANSWER_HEAD = re.compile(r'\{"id":(\d+),"(?:result|error)":')
+ANSWER_SESSION = re.compile(r',"sessionId":"([^"\\]+)"\}$')
+"""How Chromium writes an answer: its id first, then its result or error, then (on a session) its sessionId last."""
+
+
+def answer_key(text: str) -> tuple[str | None, int] | None:
+    """(sessionId, id) of an answer written as Chromium writes them, read from its head and its last 100
+    characters; None for anything else (an event, or an answer in another shape: those are parsed whole)."""
+    head = ANSWER_HEAD.match(text)
+    if head is None:
+        return None
+    tail = ANSWER_SESSION.search(text[-100:])
+    return (tail.group(1) if tail else None), int(head.group(1))
 
 
 @dataclass(frozen=True)
@@ -344,6 +361,15 @@ class CDPTap:
         async def from_upstream() -> None:
             async for frame in upstream:
                 if frame.type != aiohttp.WSMsgType.TEXT:
+                    continue
+                key = answer_key(frame.data)
+                if key in asked and not tracker.awaits_attach(key):
+                    # An answer the tracker has no use for: matched by its head and tail, never parsed (an
+                    # accessibility tree of a long page is megabytes).
+                    method, about = asked.pop(key)
+                    if self._needles:
+                        self._look(frame.data, (label, conn, "received", "answer", method, about))
+                    await client.send_str(frame.data)
                     continue
                 message = json.loads(frame.data)
                 if "id" in message:

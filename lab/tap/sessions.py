@@ -62,6 +62,10 @@ class SessionTracker:
         elif method == "Target.attachToBrowserTarget":
             self._pending_attach[key] = BROWSER
 
+    def awaits_attach(self, key: tuple[str | None, int]) -> bool:
+        """Whether the answer to command `key` ((sessionId, id)) creates a session: `on_response` must read it."""
+        return key in self._pending_attach
+
     def on_response(self, message: dict[str, Any]) -> None:
         target = self._pending_attach.pop((message.get("sessionId"), message["id"]), None)
         session_id = (message.get("result") or {}).get("sessionId")

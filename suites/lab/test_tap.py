@@ -18,6 +18,7 @@ from fixtures_sites.server import FixtureServer
 from lab.browser import launch
 from lab.cdp import CDPClient, CDPError
 from lab.tap import BROWSER, CDPTap, ChromiumGone
+from lab.tap.proxy import answer_key
 from lab.workspace import LabPage, Workspace
 from suites.lab.conftest import Connect, Workload, browser_ws_url
 
@@ -262,3 +263,23 @@ async def test_a_port_with_its_own_upstream_forwards_there_and_records_under_its
         assert tap.count(label="inner", target=a.target_id, method="Target.getTargetInfo") == 1
     finally:
         await outer.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('{"id":3,"result":{}}', (None, 3)),
+        ('{"id":12,"result":{"nodes":[]},"sessionId":"4F2A"}', ("4F2A", 12)),
+        ('{"id":5,"error":{"code":-32000,"message":"No node"},"sessionId":"AB"}', ("AB", 5)),
+        ('{"id":8,"result":{"sessionId":"NEW"}}', (None, 8)),  # an attach's answer: the session is its result
+        ('{"id":7,"result":{"result":{"type":"string","value":",\\"sessionId\\":\\"Z\\"}"}}}', (None, 7)),
+        ('{"method":"Page.loadEventFired","params":{"timestamp":1},"sessionId":"AB"}', None),
+        ('{"id": 3, "result": {}}', None),  # not as Chromium writes it: parsed whole
+        ('{"result":{},"id":3}', None),
+    ],
+)
+def test_an_answer_is_keyed_by_its_head_and_tail_as_chromium_writes_it_and_anything_else_is_not(
+    text: str, key: tuple[str | None, int] | None
+) -> None:
+    assert json.loads(text)  # every case is JSON
+    assert answer_key(text) == key
