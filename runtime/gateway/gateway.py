@@ -562,6 +562,8 @@ class ScopedGateway:
             if isinstance(result.get("sessionId"), str):
                 client.sessions.setdefault(result["sessionId"], self.target_id)
             return {}
+        if method not in READ_ANSWERS:  # passed on unparsed (`_pass_answer`): a branch below must be listed there
+            return result
         if method == "Target.getTargets":
             infos = [info for info in result.get("targetInfos", []) if self._visible(info.get("targetId"))]
             return {**result, "targetInfos": infos}
