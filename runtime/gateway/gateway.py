@@ -538,10 +538,11 @@ class ScopedGateway:
         head = ANSWER_HEAD.match(text)
         if head is None:
             return False
-        pending = client.pending.get(int(head.group(1)))
+        upstream_id = int(head.group(1))
+        pending = client.pending.get(upstream_id)
         if pending is None or pending.auto_attach or pending.method in READ_ANSWERS:
             return False
-        del client.pending[int(head.group(1))]
+        del client.pending[upstream_id]
         await self._send(client, f"{text[: head.start(1)]}{pending.client_id}{text[head.end(1) :]}")
         return True
 
