@@ -49,6 +49,7 @@ from runtime.service import ComputerUseService, Outcome, Settings
 from suites.fuzz.conftest import DEFAULT_EXAMPLES, FuzzBudget
 from suites.fuzz.strategies import Duplicated, Live, Meta, calls
 from suites.harness import Agent, Desk, client_in_task, ref_of
+from suites.proofs import runtime_commands
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.req("fuzz:boundary")]
 
@@ -88,21 +89,11 @@ def check_structured(data: dict[str, Any], is_error: bool) -> ComputerUseResult:
     return result
 
 
-LATE_RELEASES = frozenset({"Runtime.releaseObject"})
-"""Not a cost of the refusal: Playwright's `JSHandle.dispose()` sends `Runtime.releaseObject` without awaiting it, so a
-handle an earlier act took can be freed after that act's answer, inside the next call's window (CI, stop 25). Freeing
-a handle reads and changes nothing; a refused call that reached the backend or the browser would send a read."""
-
-
 def check_refusal_cost(result: ComputerUseResult, tap: CDPTap, since: int) -> None:
     """Invariant 3: a refusal before the backend sent nothing to Chromium from the runtime's label (save the late
     release of an earlier call's handle)."""
     if result.reason_code in REFUSED_BEFORE_BACKEND:
-        sent = [
-            r.method
-            for r in tap.records[since:]
-            if r.kind == "command" and r.label == "runtime" and r.method not in LATE_RELEASES
-        ]
+        sent = runtime_commands(tap, since)
         assert not sent, f"{result.reason_code} after {len(sent)} CDP commands: {Counter(sent).most_common(5)}"
 
 
