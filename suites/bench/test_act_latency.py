@@ -14,7 +14,8 @@ in benchmarks, and a timed assert fails at random on shared machines. `make benc
 beside their budgets; `make test` skips it.
 
 Beside them, the CDP commands the policy read is made of, timed alone on the idle page (`probe-floor`): its
-accessibility lookup by role and name waits inside the browser far longer than a bare evaluate (docs/runtime.md).
+accessibility lookup by role and name waits inside the browser for the next frame, far longer than a bare evaluate;
+the page's own frame interval is recorded beside it (docs/runtime.md).
 
 Each side gets its own Chromium with exactly one page, in an event loop of its own (pytest-benchmark times
 synchronous callables).
@@ -207,11 +208,17 @@ def test_bench_raw_upstream_click_then_read(benchmark: Any, world: World, backen
     _record(backend)
 
 
+FRAME_INTERVAL = "new Promise(done => requestAnimationFrame(a => requestAnimationFrame(b => done(b - a))))"
+"""Milliseconds between two animation frames of the page, by the page's own clock."""
+
+
 @pytest.mark.req("bench:overhead")
 def test_bench_the_probe_commands_a_policy_read_waits_on_at_rest(benchmark: Any, world: World) -> None:
     """The floor under the policy read: the CDP commands it is made of, timed alone on the idle form page (no
     runtime, no backend). Its lookup by role and name, `Accessibility.queryAXTree`, is timed on the gift box's own
-    subtree (one node), beside `getPartialAXTree` on the same node and a bare `Runtime.evaluate`."""
+    subtree (one node), beside `getPartialAXTree` on the same node and a bare `Runtime.evaluate`. Blink answers the
+    query once the next rendering update has made the accessibility tree clean, so the page's frame interval (two
+    animation frames apart, timed by the page) is recorded beside it: back to back, the query takes about one."""
     benchmark.group = "probe floor"
     chromium, _, _, target = world.run(world.open())
     cdp = world.run(chromium.connect())
@@ -240,10 +247,15 @@ def test_bench_the_probe_commands_a_policy_read_waits_on_at_rest(benchmark: Any,
         for _ in range(ROUNDS):
             timed(name)
     benchmark.pedantic(timed, args=("query_ax_tree",), rounds=ROUNDS, warmup_rounds=WARMUP)
+    frames = [
+        world.run(send("Runtime.evaluate", {"expression": FRAME_INTERVAL, "awaitPromise": True}))["result"]["value"]
+        for _ in range(ROUNDS)
+    ]
     record_cost(
         "probe-floor",
         {
             **{f"{name}_ms_p50": round(statistics.median(times[-ROUNDS:]), 2) for name, times in spent.items()},
+            "frame_interval_ms_p50": round(statistics.median(frames), 2),
             "overhead_budget_ms": OVERHEAD_BUDGET_MS,
         },
     )
