@@ -21,6 +21,7 @@ from lab.tap import BROWSER, CDPTap, ChromiumGone
 from lab.tap.proxy import answer_key
 from lab.workspace import LabPage, Workspace
 from suites.lab.conftest import Connect, Workload, browser_ws_url
+from suites.proofs import assert_no_runtime_calls, runtime_commands
 
 pytestmark = pytest.mark.req("lab:tap")
 
@@ -283,3 +284,19 @@ def test_an_answer_is_keyed_by_its_head_and_tail_as_chromium_writes_it_and_anyth
 ) -> None:
     assert json.loads(text)  # every case is JSON
     assert answer_key(text) == key
+
+
+def test_a_no_cdp_window_discounts_an_earlier_calls_late_handle_release_and_nothing_else() -> None:
+    """`runtime_commands` (what every no-CDP check reads) leaves out only `Runtime.releaseObject`, which Playwright
+    sends unawaited after an act's answer; any other command on the runtime's label still counts."""
+    tap = CDPTap("http://127.0.0.1:9")
+    tap._record("command", 1, "runtime", "T", "S", "Runtime.releaseObject")
+    assert runtime_commands(tap) == []
+    assert_no_runtime_calls(tap)
+    tap._record("command", 1, "runtime", "T", "S", "Runtime.evaluate")
+    tap._record("event", 1, "runtime", "T", "S", "Runtime.consoleAPICalled")
+    tap._record("command", 2, "lab", "T", None, "Target.getTargets")
+    assert runtime_commands(tap) == ["Runtime.evaluate"]
+    assert runtime_commands(tap, since=2) == []
+    with pytest.raises(AssertionError, match="1 CDP commands reached Chromium"):
+        assert_no_runtime_calls(tap)
