@@ -81,6 +81,8 @@ PAYMENT_FRAME = re.compile(
     r"authorize\.net|worldpay\.com|mollie\.com|razorpay\.com|secure (payment|card) (input )?frame",
     re.I,
 )
+GONE_CHECK_TIMEOUT = 5.0
+"""Seconds `PageProbe.gone` waits for the browser's word on the target."""
 MAX_FRAMES = 32
 """Frames a read visits; a Page with more is read as far as this (see docs/policy.md, "Known limits")."""
 
@@ -351,6 +353,20 @@ class PageProbe:
         except CDPError:
             params["objectId"] = await self.document(frame, fresh=True)
             return (await self.send_in(frame, "Accessibility.queryAXTree", params))["nodes"]
+
+    async def gone(self) -> bool:
+        """Whether the bound target is out of reach now, asked of the browser: one browser-level round trip. A backend
+        whose browser died can report an unnamed failure before the session gateway has read the end of its own
+        connection; this answer does not wait for that."""
+        if self._target_state() is not None:
+            return True
+        try:
+            await self._cdp.send("Target.getTargetInfo", {"targetId": self.target_id}, timeout=GONE_CHECK_TIMEOUT)
+        except (CDPError, OSError):  # no such target, or the connection is closed (or closes before the answer)
+            return True
+        except TimeoutError:
+            return False  # a browser too busy to answer is not a gone one
+        return self._target_state() is not None
 
     async def is_visible(self, backend_node_id: int) -> bool:
         try:

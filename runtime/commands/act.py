@@ -57,7 +57,7 @@ class Acting(Observing):
                 ReasonCode.timeout, "the action did not finish in time; it may have partly happened"
             ) from None
         except BackendError as exc:
-            raise self._backend_refusal(session, exc) from None
+            raise await self._backend_refusal(session, exc) from None
         finally:
             if sent:  # other sessions' frames of this Page, even those taken during the write, are stale now
                 self.sessions.spend_frames_of_others(session)

@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
 
-from runtime.backend import BackendError
+from runtime.backend import BackendError, Failure
 from runtime.cdp import CDPError
 from runtime.failures import DIALOG_OPEN, GONE, reason_for
 from runtime.models import ComputerUseResult
@@ -88,8 +88,12 @@ class Command:
             raise DialogOpen(session.probe.dialog or "dialog")
         raise TimeoutError
 
-    def _backend_refusal(self, session: ComputerSession, exc: BackendError, reading: bool = False) -> Refusal:
+    async def _backend_refusal(self, session: ComputerSession, exc: BackendError, reading: bool = False) -> Refusal:
         code, message = reason_for(exc, reading=reading)
+        if exc.kind is Failure.upstream and await session.probe.gone():
+            # A failure the backend could not name, on a target that is gone: the browser died or closed the Page
+            # under it, and its words came before the gateway read the end of its own connection.
+            code, message = ReasonCode.target_lost, GONE
         if code is ReasonCode.target_lost:
             self.sessions.invalidate(session, code, message)
         # The upstream's words may echo page text: they go to the log, never into a message the model reads.

@@ -57,7 +57,7 @@ class Observing(Command):
         except DialogOpen:
             raise Refusal(ReasonCode.needs_user, DIALOG_OPEN) from None
         except BackendError as exc:
-            raise self._backend_refusal(session, exc, reading=True) from None
+            raise await self._backend_refusal(session, exc, reading=True) from None
         point_request = (context.turn, context.sequence + 1) if image is not None else None
         frame = session.new_frame(snapshot, detail, point_request, document=document, since=since)
         result = self._observation(session, frame, 0)
