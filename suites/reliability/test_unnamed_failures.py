@@ -7,7 +7,8 @@ connection had closed at the same moment, had not read that yet. The act came ba
 now asks the browser itself (`PageProbe.gone`: one browser-level `Target.getTargetInfo` on its own connection).
 
 To make the race certain instead of rare, the gateway's word is held at "alive" and the session's backend read fails
-with an unnamed upstream error; Chromium, its killing, the runtime's own connection and the tap are real.
+with an unnamed upstream error; Chromium, its killing, the runtime's own connection and the tap are real. Negative
+control: a probe that takes only the gateway's word (the runtime before the change) is caught by the same check.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import pytest
 from runtime.app import Runtime
 from runtime.backend import BackendError, Failure, Snapshot
 from runtime.gateway import ScopedGateway
+from runtime.models import ComputerUseResult
+from runtime.probe import PageProbe
 from suites.harness import Agent, Desk
 from suites.reliability.conftest import ACT_LIMIT, PrivateBrowser, Recorded, assert_outcome, within
 
@@ -47,18 +50,43 @@ async def observed(desk: Desk, agent: Agent) -> str:
     return seen.computer_session_id or ""
 
 
-async def test_an_unnamed_backend_failure_after_the_browser_died_is_target_lost_before_the_gateway_knows(
+async def observes_after_the_browser_died(
     private_browser: PrivateBrowser, recorded: Recorded, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> list[ComputerUseResult]:
+    """Two observes of the session, after its backend's read fails unnamed and Chromium is killed (the second finds
+    the session over, without asking anyone)."""
     desk, agent = private_browser.desk, private_browser.agent
     session = await observed(desk, agent)
     request = await desk.request()  # the model request running when the browser dies
     monkeypatch.setattr(recorded.only().backend, "snapshot", unnamed_failure)
     gateway_not_told(monkeypatch)
     private_browser.chromium.kill()
-    for what in ("observe", "observe again"):  # the second finds the session over, without asking anyone
-        seen = await within(agent.call(request, command="observe", computer_session_id=session), ACT_LIMIT, what)
+    return [
+        await within(agent.call(request, command="observe", computer_session_id=session), ACT_LIMIT, what)
+        for what in ("observe", "observe again")
+    ]
+
+
+async def test_an_unnamed_backend_failure_after_the_browser_died_is_target_lost_before_the_gateway_knows(
+    private_browser: PrivateBrowser, recorded: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for seen in await observes_after_the_browser_died(private_browser, recorded, monkeypatch):
         assert_outcome(seen, "target_lost")
+
+
+async def gateway_word_only(self: PageProbe) -> bool:
+    """Broken on purpose: the target is gone only once the gateway says so (no question to the browser)."""
+    return self._target_state() is not None
+
+
+@pytest.mark.negative_control
+async def test_the_lost_check_catches_a_runtime_that_waits_for_the_gateways_word(
+    private_browser: PrivateBrowser, recorded: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(PageProbe, "gone", gateway_word_only)
+    first, _ = await observes_after_the_browser_died(private_browser, recorded, monkeypatch)
+    with pytest.raises(AssertionError, match="expected target_lost, got stale_observation"):
+        assert_outcome(first, "target_lost")
 
 
 async def test_an_unnamed_backend_failure_on_a_live_page_stays_stale_observation(
