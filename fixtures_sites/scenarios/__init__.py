@@ -20,6 +20,7 @@ from fixtures_sites.scenarios import (
     race,
     realistic,
     sensitive,
+    shadow,
     stall,
 )
 
@@ -44,6 +45,7 @@ MODULES = (
     huge,
     canary,
     realistic,
+    shadow,
 )
 
 ROUTES = tuple(route for module in MODULES for route in module.ROUTES)
