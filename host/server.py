@@ -270,8 +270,8 @@ class ConsoleServer:
 
     async def _decide(self, body: dict[str, Any]) -> None:
         decision = body.get("decision")
-        if decision not in ("continue", "stop", "retry"):
-            raise Refused("decision is continue, stop or retry", 400)
+        if decision not in ("continue", "allow", "stop", "retry"):
+            raise Refused("decision is continue, allow, stop or retry", 400)
         await self.actions.decide(decision)
 
     async def _settings(self, body: dict[str, Any]) -> None:

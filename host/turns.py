@@ -7,8 +7,10 @@ own MCP HTTP connection, each with a token minted for that call, which travels i
 model. A reply without tool calls ends the turn.
 
 What the loop waits for is always the user: after `needs_user` (Continue starts a new provider request, Stop ends
-the turn) and after a provider error (Retry sends the same transcript again). Nothing the user wrote is ever
-dropped: a message sent while a turn runs is refused with the reason, and the transcript keeps every entry.
+the turn; when the runtime handed a write over for its name alone, Allow once has the runtime perform exactly that
+write, see `runtime/capability/approval.py`) and after a provider error (Retry sends the same transcript again).
+Nothing the user wrote is ever dropped: a message sent while a turn runs is refused with the reason, and the
+transcript keeps every entry.
 """
 
 from __future__ import annotations
@@ -39,10 +41,11 @@ from host.providers.base import (
     Usage,
     UserText,
 )
+from runtime.capability.approval import ApprovalRequest, Binding
 from runtime.capability.host import Host, ProviderRequest, Turn
 from runtime.client import HostedClient
 from runtime.mcp.server import TOOL
-from runtime.models import ComputerUseResult, as_text, from_text
+from runtime.models import Action, ComputerUseResult, as_text, from_text
 from runtime.registry.registry import PageRegistry
 
 log = logging.getLogger(__name__)
@@ -125,6 +128,11 @@ def describe_call(arguments: dict[str, Any]) -> str:
     return clip(" ".join(parts), 200)
 
 
+def _approval_card(offer: ApprovalRequest) -> dict[str, str]:
+    """What the console shows the person before they allow a write: the control, what it commits to, the concept."""
+    return {"control": clip(offer.control), "commits_to": clip(offer.commits_to), "concept": clip(offer.concept, 60)}
+
+
 def _result_of(raw: CallToolResult) -> tuple[ComputerUseResult, Image | None]:
     data = raw.structured_content
     if data is None:
@@ -175,6 +183,8 @@ class Conversation:
         self._messages = itertools.count(1)
         self._errors = itertools.count(1)
         self._sessions: dict[str, tuple[str, str]] = {}  # computer_session_id -> (Page handle, card label)
+        self._offer: tuple[ApprovalRequest, dict[str, Any]] | None = None
+        """The write the user may allow once while the turn waits for them, and the call that asked for it."""
 
     # -- the user's side --------------------------------------------------------------------------------------
 
@@ -201,8 +211,11 @@ class Conversation:
         self._task = asyncio.create_task(self._run(turn))
 
     def decide(self, decision: str) -> None:
-        """The user pressed Continue or Stop on a needs_user card, or Retry or Stop on a provider-error card."""
+        """The user pressed Continue, Allow once or Stop on a needs_user card, or Retry or Stop on a provider-error
+        card."""
         allowed = {"needs_user": ("continue", "stop"), "error": ("retry", "stop")}.get(self.state, ())
+        if self.state == "needs_user" and self._offer is not None:
+            allowed = (*allowed, "allow")
         if decision not in allowed or self._decision is None or self._decision.done():
             raise Refused(f"Nothing to {decision} now: the turn is {self.state}.")
         self._decision.set_result(decision)
@@ -289,16 +302,21 @@ class Conversation:
                 handed = await self._run_calls(request, message, reply.tool_calls)
                 if handed is not None:
                     self._set_state("needs_user")
-                    if await self._wait_for("continue", "stop") == "stop":
+                    decision = await self._wait_for("continue", "stop", "allow")
+                    if decision == "stop":
                         return
-                    self.transcript.append(UserText(f"The user has done what was needed on {handed}; continue."))
                     self._set_state("running")
+                    if decision == "allow":
+                        self.transcript.append(UserText(await self._allow_once(request, message, handed)))
+                    else:
+                        self.transcript.append(UserText(f"The user has done what was needed on {handed}; continue."))
         except Exception:
             # A bug of ours must not take the app down with it; the user sees that the turn ended, and why.
             log.exception("the turn failed")
             self._emit({"type": "notice", "text": "The turn ended after an unexpected error (see the app's log)."})
         finally:
             self._decision = None
+            self._offer = None
             self._set_state("idle")
 
     async def _complete(self, message: str) -> ModelReply:
@@ -409,6 +427,7 @@ class Conversation:
             if result.computer_session_id:
                 self._sessions[result.computer_session_id] = (handle, label)
         reason = f"{result.reason_code}: {result.message}" if result.reason_code is not None else ""
+        offer = self._approvable(arguments) if result.status == "needs_user" else None
         self._emit(
             {
                 **card,
@@ -418,12 +437,60 @@ class Conversation:
                 "hint": clip(result.hint or ""),
                 "page": label,
                 "summary": clip(result.message) if result.status == "ok" else "",
+                **({"approval": _approval_card(offer)} if offer is not None else {}),
             }
         )
+        if offer is not None:
+            self._offer = (offer, arguments)
         text = as_text(result.model_dump(mode="json", exclude_none=True))
         tool_result = ToolResult(call.id, text, image=image, is_error=result.status == "failed")
         # Only the handle goes back to the model as the user's words: a Page's title is the Page's to choose.
         return tool_result, (handle or "the Page") if result.status == "needs_user" else None
+
+    def _approvable(self, arguments: dict[str, Any]) -> ApprovalRequest | None:
+        """The runtime's request for the act it just handed over, if the user may allow that write once."""
+        try:
+            action = Action.model_validate(arguments.get("action")).model_dump_json(exclude_none=True)
+        except ValueError:
+            return None
+        session, frame = arguments.get("computer_session_id"), arguments.get("frame_id")
+        if arguments.get("command") != "act" or not isinstance(session, str) or not isinstance(frame, str):
+            return None
+        return self._host.pending_approval(Binding(self._host.id, session, frame, action))
+
+    async def _allow_once(self, request: ProviderRequest, message: str, handed: str) -> str:
+        """The user pressed Allow once: the runtime performs the write the user saw on the card, with the user's
+        approval; the model hears what happened in the user's words (never the Page's text)."""
+        assert self._offer is not None
+        offer, arguments = self._offer
+        self._offer = None
+        card: dict[str, Any] = {
+            "type": "card",
+            "message": message,
+            "call_id": f"allowed-{offer.id}",
+            "command": clip(f"allowed once: {describe_call(arguments)}", 200),
+            "backend": "",
+            "reason": "",
+            "hint": "",
+            "page": self._page_of(arguments)[1],
+            "summary": "",
+        }
+        self._emit({**card, "status": "running"})
+        try:
+            raw = await self._client.call_approved(request, self._host.approve(offer), arguments)
+            result, _ = _result_of(raw)
+        except Exception as exc:  # the connection or the answer broke: the write may not have happened
+            log.warning("the allowed act failed", exc_info=True)
+            self._emit({**card, "status": "failed", "reason": clip(f"the call failed ({type(exc).__name__})")})
+            return f"The user allowed your last action once on {handed}, but the call failed; observe the Page."
+        reason = f"{result.reason_code}: {result.message}" if result.reason_code is not None else ""
+        self._emit({**card, "status": result.status, "backend": result.backend or "", "reason": clip(reason, 600)})
+        if result.status == "ok":
+            return f"The user allowed your last action once on {handed} and it was performed; observe the Page again."
+        return (
+            f"The user allowed your last action once on {handed}, but the runtime did not perform it "
+            f"({result.reason_code}); observe the Page again."
+        )
 
     def _not_run(self, message: str, call: ToolCall, why: str) -> ToolResult:
         self._emit(

@@ -17,6 +17,7 @@ import aiohttp
 from mcp import Client
 from mcp.types import CallToolResult
 
+from runtime.capability.approval import APPROVAL_KEY
 from runtime.capability.host import ProviderRequest
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.http_api import CALL_HEADER, CONNECTION_HEADER, PATH, TOKEN_HEADER, connection_nonce
@@ -32,6 +33,12 @@ class HostedClient:
         """One tool call of one provider request, with a freshly minted token."""
         tool_call, token = request.mint(self.connection)
         return await self.client.call_tool(TOOL, arguments, meta={TOKEN_KEY: token, CALL_KEY: tool_call})
+
+    async def call_approved(self, request: ProviderRequest, approval: str, arguments: dict[str, Any]) -> CallToolResult:
+        """The act the user allowed once (`Host.approve`), sent again with its approval beside a fresh token."""
+        tool_call, token = request.mint(self.connection)
+        meta = {TOKEN_KEY: token, CALL_KEY: tool_call, APPROVAL_KEY: approval}
+        return await self.client.call_tool(TOOL, arguments, meta=meta)
 
 
 class HttpApiError(Exception):

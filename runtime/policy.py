@@ -13,6 +13,7 @@ Messages never quote the page: they name the rule and the concept, so page text 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from runtime.commit import Reading, Target
@@ -26,8 +27,21 @@ CAPTCHA = "This Page shows a CAPTCHA challenge. The user must solve it themselve
 PAYMENT = "This Page asks for payment details. The user must enter and submit them themselves."
 
 
-def needs_user(action: Action, reading: Reading, structure: Structure | None, authorized_url: str) -> str | None:
-    """A message for the user if this action must be handed over; None if the runtime may perform it.
+@dataclass(frozen=True)
+class Handover:
+    """Why a write goes to the user. `concept` is set when it goes for its name alone (what the control, choice, form
+    or address says: delete, pay, send…): the user may then allow that one write (`runtime/capability/approval.py`).
+    Sign-in, CAPTCHA, card fields, another site's form, a control that may change under the pointer or whose names
+    disagree, and a new origin stay the user's own to do."""
+
+    message: str
+    concept: str | None = None
+    target: Target | None = None
+    """The live element the verdict was read from (none for a navigation)."""
+
+
+def needs_user(action: Action, reading: Reading, structure: Structure | None, authorized_url: str) -> Handover | None:
+    """Why this action must be handed over to the user; None if the runtime may perform it.
 
     `authorized_url`: the Page's address when the user authorized it for this request (its origin is the one the
     agent may navigate within)."""
@@ -36,29 +50,29 @@ def needs_user(action: Action, reading: Reading, structure: Structure | None, au
     if not action.is_write or structure is None:
         return None
     if structure.has_password:
-        return SIGN_IN
+        return Handover(SIGN_IN)
     if structure.has_captcha:
-        return CAPTCHA
+        return Handover(CAPTCHA)
     for target in reading.targets:
         reason = _through(action, target, structure)
         if reason is not None:
             return reason
     if structure.has_payment_fields:
-        return PAYMENT
+        return Handover(PAYMENT)
     return None
 
 
-def navigation(url: str, authorized_url: str) -> str | None:
+def navigation(url: str, authorized_url: str) -> Handover | None:
     """A new origin is the user's to approve; on the authorized origin, an address that names an action (a GET
     with a side effect, `/delete?id=1`) is checked like a write."""
     if _origin(url) != _origin(authorized_url):
-        return (
+        return Handover(
             "This navigation leaves the origin the user authorized for this Page. "
             "The user must approve the new site (open it themselves, then authorize it)."
         )
     concept = sensitive_url(url)
     if concept is not None:
-        return f"This address performs an action ({concept}). The user must confirm it themselves."
+        return Handover(f"This address performs an action ({concept}). The user must confirm it themselves.", concept)
     return None
 
 
@@ -67,42 +81,58 @@ def _origin(url: str) -> tuple[str, str]:
     return parts.scheme.lower(), (parts.netloc or "").lower()
 
 
-def _through(action: Action, target: Target, structure: Structure) -> str | None:
+def _through(action: Action, target: Target, structure: Structure) -> Handover | None:
     """The verdict for one live element the write goes through."""
+
+    def named(message: str, concept: str) -> Handover:
+        return Handover(message, concept, target)
+
     foreign = target.iframe_frame_id or (target.frame.frame_id if not target.frame.top else None)
     if foreign is not None and foreign in structure.foreign_forms:
-        return "This control is part of another site's form embedded in the Page. The user must use it themselves."
+        return Handover(
+            "This control is part of another site's form embedded in the Page. The user must use it themselves."
+        )
     activates = action.type in ("click", "press") and not target.text_entry
     if activates and (target.role in ACTIVATING_ROLES or target.role in ACTIVATING_TAGS or target.commits_form):
         concept = sensitive(*target.names, target.visible)
         if concept == "sign in" and target.role == "link" and not target.commits_form:
             concept = None  # a link to the sign-in page; its form is guarded by structure (the password field)
         if concept is not None:
-            return f"This control is a sensitive or irreversible action ({concept}). The user must confirm it."
+            return named(
+                f"This control is a sensitive or irreversible action ({concept}). The user must confirm it.", concept
+            )
     commits = target.commits_form or bool(target.href)
     if commits and activates and target.accessible_name and mismatch(target.accessible_name, target.visible):
-        return (
+        return Handover(
             "This control's accessible name and its visible text disagree. "
             "The user must check what it does and activate it themselves."
         )
     if commits and activates and target.listens_pointer:
-        return "This control reacts to the pointer and can change what it says as it is pressed. The user must use it."
+        return Handover(
+            "This control reacts to the pointer and can change what it says as it is pressed. The user must use it."
+        )
     if action.type == "select":
         chosen = [label for label, value in target.options if label in action.values or value in action.values]  # type: ignore[operator]
         concept = sensitive(*chosen)
         if concept is not None:
-            return f"This choice is a sensitive or irreversible action ({concept}). The user must make it themselves."
+            return named(
+                f"This choice is a sensitive or irreversible action ({concept}). The user must make it themselves.",
+                concept,
+            )
     if target.commits_form and target.form is not None:
         form = target.form
         if form.password:
-            return SIGN_IN
+            return Handover(SIGN_IN)
         if form.payment:
-            return PAYMENT
+            return Handover(PAYMENT)
         concept = sensitive(*form.submitters, *form.checks) or sensitive_url(form.action)
         if concept is not None:
-            return f"This submits a sensitive or irreversible form ({concept}). The user must confirm it themselves."
+            return named(
+                f"This submits a sensitive or irreversible form ({concept}). The user must confirm it themselves.",
+                concept,
+            )
     if target.href and activates:
         concept = sensitive_url(target.href)
         if concept is not None:
-            return f"This link performs an action ({concept}). The user must confirm it themselves."
+            return named(f"This link performs an action ({concept}). The user must confirm it themselves.", concept)
     return None

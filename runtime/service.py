@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.arguments import ComputerUseArgs
+from runtime.capability.approval import APPROVAL_KEY
 from runtime.capability.host import ContextStore, PageContext
 from runtime.capability.token import CapabilityError
 from runtime.capability.verifier import CapabilityVerifier, StaleContext
 from runtime.cdp import CDPConnection
 from runtime.commands.act import Acting
-from runtime.commands.base import Outcome, call_marks, durations, mark
+from runtime.commands.base import Outcome, call_approval, call_marks, durations, mark
 from runtime.commands.verify import Verifying
 from runtime.failures import GONE
 from runtime.gateway import ScopedGateway
@@ -86,6 +87,7 @@ class ComputerUseService(Acting, Verifying):
     async def handle(self, args: ComputerUseArgs, meta: Mapping[str, Any] | None, connection: object) -> Outcome:
         marks = [("start", time.perf_counter())]
         scope = call_marks.set(marks)
+        approval = call_approval.set(meta.get(APPROVAL_KEY) if isinstance(meta, Mapping) else None)
         try:
             outcome = await self._handle(args, meta, connection)
         except asyncio.CancelledError:
@@ -94,6 +96,7 @@ class ComputerUseService(Acting, Verifying):
             raise
         finally:
             call_marks.reset(scope)
+            call_approval.reset(approval)
         result = outcome.result
         marks.append(("result", time.perf_counter()))
         result.elapsed_ms = round((marks[-1][1] - marks[0][1]) * 1000)

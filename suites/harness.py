@@ -178,9 +178,13 @@ class Agent:
     memory: dict[str, dict[str, str]] = field(default_factory=dict)
     """computer_session_id → the element lines the agent knows of it (`remember`)."""
 
-    async def call(self, request: ProviderRequest | None = None, **arguments: Any) -> Seen:
+    async def call(self, request: ProviderRequest | None = None, approval: str | None = None, **arguments: Any) -> Seen:
+        """One tool call; with `approval`, the host's re-send of an act the user allowed once."""
         request = request or await self.desk.request()
-        raw = await self.client.call(request, **arguments)
+        if approval is not None:
+            raw = await self.client.call_approved(request, approval, arguments)
+        else:
+            raw = await self.client.call(request, **arguments)
         text = raw.content[0].text if raw.content and raw.content[0].type == "text" else ""
         seen = Seen.model_validate(raw.structured_content or from_text(text))
         seen.content = text
@@ -196,10 +200,14 @@ class Agent:
         assert result.status == "ok", result
         return result
 
-    async def act(self, seen: ComputerUseResult, **action: Any) -> Seen:
-        """One act on the session and latest frame of `seen`."""
+    async def act(self, seen: ComputerUseResult, approval: str | None = None, **action: Any) -> Seen:
+        """One act on the session and latest frame of `seen` (with the user's `approval`, if the host has one)."""
         return await self.call(
-            command="act", computer_session_id=seen.computer_session_id, frame_id=seen.frame_id, action=action
+            approval=approval,
+            command="act",
+            computer_session_id=seen.computer_session_id,
+            frame_id=seen.frame_id,
+            action=action,
         )
 
     async def verify(self, seen: ComputerUseResult, **assertion: Any) -> Seen:

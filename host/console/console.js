@@ -275,11 +275,22 @@
       setText(card.fields[name], event[name] || "");
     }
     if (event.status === "needs_user" && card.buttons.length === 0) {
+      if (event.approval) card.article.append(approvalField(event.approval));
       card.buttons = actions(card.article, [
+        ...(event.approval ? [["allow", "Allow once"]] : []),
         ["continue", "Done — continue"],
         ["stop", "Stop turn"],
       ]);
     }
+  }
+
+  function approvalField(approval) {
+    // Exactly what "Allow once" would let the runtime commit, as the runtime read it (the control's words are the
+    // Page's: shown as text, never as markup).
+    const what = field("approval", "Allow once commits");
+    const where = approval.commits_to ? ` to ${approval.commits_to}` : "";
+    what.textContent = `${approval.control || "the address"}${where} (${approval.concept}), this once`;
+    return what;
   }
 
   function addProviderError(event) {

@@ -17,6 +17,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
+from runtime.capability.approval import ApprovalRequest, Approvals, Binding
 from runtime.capability.token import TOKEN_LIFETIME, Claims, new_secret, sign
 from runtime.models.page import Page, PageInfo
 from runtime.registry.registry import PageRegistry
@@ -55,7 +56,13 @@ class ContextStore:
     clock: Callable[[], float] = time.monotonic
     turns: dict[str, str] = field(default_factory=dict)  # host id -> its current turn
     contexts: dict[str, PageContext] = field(default_factory=dict)  # host id -> its current turn's latest context
+    approvals: Approvals = field(init=False, repr=False)
+    """Writes handed to the user that the user may allow once, and the approvals hosts granted for them."""
     _host_numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
+
+    def __post_init__(self) -> None:
+        # Approvals read the clock each time, so a test that swaps `clock` later moves them too.
+        self.approvals = Approvals(lambda: self.clock(), self.token_lifetime)
 
     def add_host(self) -> str:
         return f"host-{next(self._host_numbers)}"
@@ -153,3 +160,12 @@ class Host:
         turn = Turn(self, f"{self.id}-turn-{next(self._turns)}", authorized)
         self.store.begin_turn(self.id, turn.id)
         return turn
+
+    def pending_approval(self, binding: Binding) -> ApprovalRequest | None:
+        """The write the runtime handed to the user for exactly this call of this host, if the user may allow it
+        once (`runtime/capability/approval.py`); None otherwise."""
+        return self.store.approvals.pending(binding) if binding.host == self.id else None
+
+    def approve(self, request: ApprovalRequest) -> str:
+        """The user allowed `request` once: the approval to send with the same act (in `_meta`, `APPROVAL_KEY`)."""
+        return self.store.approvals.grant(request, self.id)

@@ -4,20 +4,24 @@ the new frame (or what changed). The frame is spent whatever happens once the ac
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from runtime.arguments import ComputerUseArgs
 from runtime.backend import BackendError, Element
+from runtime.capability.approval import Binding
 from runtime.capability.host import PageContext
-from runtime.commands.base import Outcome, mark
+from runtime.commands.base import Outcome, call_approval, mark
 from runtime.commands.observe import Observing
 from runtime.commit import Reading, read_commit
 from runtime.failures import DIALOG_OPEN
 from runtime.models import Action
-from runtime.policy import needs_user
+from runtime.policy import Handover, needs_user
 from runtime.probe import DialogOpen
 from runtime.reasons import ReasonCode
 from runtime.session import ComputerSession, Frame
 from runtime.sessions import Refusal
+
+log = logging.getLogger(__name__)
 
 
 class Acting(Observing):
@@ -116,6 +120,23 @@ class Acting(Observing):
                 "the element is no longer on the Page as the frame showed it (renamed, moved or removed); "
                 "nothing was done: observe again",
             )
-        reason = needs_user(action, reading, structure, authorized.url if authorized is not None else "")
-        if reason is not None:
-            raise Refusal(ReasonCode.needs_user, reason)
+        handover = needs_user(action, reading, structure, authorized.url if authorized is not None else "")
+        if handover is None:
+            return
+        if handover.concept is not None and self._approved(session, action, context, handover):
+            return
+        raise Refusal(ReasonCode.needs_user, handover.message)
+
+    def _approved(self, session: ComputerSession, action: Action, context: PageContext, handover: Handover) -> bool:
+        """Whether the call carries the user's approval of exactly this write as the runtime reads it now; if not,
+        the write is recorded as one the user may allow once (`runtime/capability/approval.py`)."""
+        binding = Binding(context.host, session.id, session.latest.id, action.model_dump_json(exclude_none=True))  # type: ignore[union-attr]
+        target = handover.target
+        control = f'{target.role} "{target.accessible_name or next(iter(target.names), "")}"' if target else ""
+        if self.store.approvals.redeem(call_approval.get(), binding, handover.concept or "", control):
+            log.info("the user allowed %s once on %s", action.type, session.page.registry_page_id)
+            return True
+        commits_to = (target.form.action if target.form and target.commits_form else target.href) if target else ""
+        where = commits_to or (action.url or "")
+        self.store.approvals.offer(binding, session.page.registry_page_id, handover.concept or "", control, where)
+        return False

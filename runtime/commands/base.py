@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from runtime.backend import BackendError, Failure
+from runtime.capability.host import ContextStore
 from runtime.cdp import CDPError
 from runtime.failures import DIALOG_OPEN, GONE, reason_for
 from runtime.models import ComputerUseResult
@@ -38,6 +39,8 @@ class Outcome:
 
 PHASES = ("token", "session", "policy", "backend_act", "backend_snapshot", "backend_screenshot", "frame", "result")
 call_marks: ContextVar[list[tuple[str, float]] | None] = ContextVar("computer_use_phase_marks", default=None)
+call_approval: ContextVar[object] = ContextVar("computer_use_approval", default=None)
+"""The approval the current call carries in its `_meta` (`runtime/capability/approval.py`), as it came."""
 
 
 def mark(phase: str) -> None:
@@ -60,6 +63,7 @@ class Command:
     registry: PageRegistry
     settings: Settings
     sessions: SessionManager
+    store: ContextStore
 
     async def _until_stopped(self, session: ComputerSession, call: Awaitable[T], timeout: float) -> T:
         """Run one backend call, bounded by `timeout` and by the Page: a Page whose target is gone, or that a dialog

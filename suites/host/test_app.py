@@ -345,6 +345,66 @@ async def test_stop_turn_on_a_needs_user_card_ends_the_turn_without_another_mode
     await console.until("document.getElementById('turn').dataset.state === 'idle'")
 
 
+DELETE_ALL = [
+    LIST,
+    observe("Tasks", "I'll look at the task list."),
+    {
+        "say": "I'll clear the list.",
+        "calls": [
+            call(
+                command="act",
+                computer_session_id={"$session": "Tasks"},
+                frame_id={"$frame": "Tasks"},
+                action={"type": "click", "ref": {"$ref": ["button", "Delete all tasks"]}},
+            )
+        ],
+    },
+    {"say": "Let me check.", "calls": [call(command="list_pages")]},
+    {"say": "The list is empty."},
+]
+
+
+@pytest.mark.req("app:needs-user", "policy:allow-once")
+async def test_allow_once_on_a_needs_user_card_shows_what_would_be_committed_and_performs_exactly_that_write(
+    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tmp_path: Path
+) -> None:
+    app = await start_app(script=write_task(tmp_path, DELETE_ALL))
+    console = await console_of(app)
+    handle = await open_fixture(console, fixture_server, "/shadow/light", "left", "Tasks")
+    mark = len(app.events.events)
+    await console.send("Clear my task list.", [handle])
+    await until_event(app, mark, lambda e: e == {"type": "turn", "state": "needs_user"})
+    card = "#history article.card[data-status=needs_user]"
+    await console.until(f"document.querySelector('{card} button.allow')")
+    # A script's button commits nowhere the runtime can read before the press: the card names the control alone.
+    assert await console.text(f"{card} .approval") == 'button "Delete all tasks" (delete), this once'
+    assert not fixture_server.ledger.snapshot()["writes"], "a write before the user allowed it"
+
+    sent = fixture_server.wait_for_request("/shadow/delete-all")  # registered before the click
+    mark = len(app.events.events)
+    await console.click(f"{card} button.allow")
+    await sent
+    await until_event(app, mark, turn_ended)
+    assert [row["path"] for row in fixture_server.ledger.snapshot()["writes"]] == ["/shadow/delete-all"]
+    events = [json.loads(raw) for raw in app.events.events[mark:]]
+    allowed = [e for e in events if str(e.get("call_id", "")).startswith("allowed-")]
+    assert allowed[-1]["status"] == "ok", allowed
+    told = [e for e in app.conversation.transcript if isinstance(e, UserText)][-1]
+    assert (
+        told.text == f"The user allowed your last action once on {handle} and it was performed; observe the Page again."
+    )
+    assert await console.evaluate(f"document.querySelector('{card} button.allow').disabled")
+
+
+@pytest.mark.req("app:needs-user", "policy:allow-once")
+async def test_a_sign_in_card_offers_no_allow_once(
+    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tmp_path: Path
+) -> None:
+    _, console, _ = await until_needs_user(start_app, console_of, fixture_server, tmp_path)
+    card = "#history article.card[data-status=needs_user]"
+    assert await console.evaluate(f"document.querySelectorAll('{card} button.allow, {card} .approval').length") == 0
+
+
 @pytest.mark.req("app:bad-input")
 async def test_a_message_sent_during_a_turn_is_refused_with_a_visible_reason_and_kept_in_the_box(
     start_app: StartApp, console_of: Any, monkeypatch: pytest.MonkeyPatch

@@ -603,6 +603,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "payment and deletion are the user's: needs_user, 0 writes",
     ),
     _req(
+        "policy:allow-once",
+        "needs-user",
+        "a write handed over for its name alone is performed once when the user allows it, and no other write, frame "
+        "or second use; sign-in is never offered",
+    ),
+    _req(
         "policy:dialog",
         "needs-user",
         "a JS dialog an action opens is the user's: needs_user, 0 writes until they answer, usable after",
@@ -924,6 +930,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "unit:dependencies",
         "layout-and-dependencies",
         "the runtime imports mcp, pydantic, aiohttp, re2 only; the host no backend; the lab never what it measures",
+    ),
+    _req(
+        "unit:approvals",
+        "needs-user",
+        "an approval holds once, for the write, frame, session and host it was granted for, and expires",
     ),
     _req("unit:models", "policy", "actions and assertions reject what would prove or do nothing"),
     _req("unit:policy-rules", "policy", "login, CAPTCHA and sensitive writes go to the user"),

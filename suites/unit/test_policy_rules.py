@@ -40,7 +40,8 @@ def form(*submitters: str, action: str = f"{ORIGIN}/save", password: bool = Fals
 
 
 def verdict(action: Action, *targets: Target, structure: Structure = PLAIN) -> str:
-    return needs_user(action, Reading(list(targets)), structure, f"{ORIGIN}/x") or ""
+    handover = needs_user(action, Reading(list(targets)), structure, f"{ORIGIN}/x")
+    return handover.message if handover is not None else ""
 
 
 @pytest.mark.parametrize(
@@ -118,7 +119,7 @@ def test_navigation_off_the_authorized_origin_or_to_an_action_address_is_the_use
     url: str, expected: str | None
 ) -> None:
     reason = navigation(url, f"{ORIGIN}/start")
-    assert (reason is None) if expected is None else (expected in (reason or ""))
+    assert (reason is None) if expected is None else (expected in (reason.message if reason else ""))
 
 
 def test_no_policy_message_quotes_the_page() -> None:
@@ -133,3 +134,20 @@ def test_no_policy_message_quotes_the_page() -> None:
 )
 def test_only_enter_and_space_commit_what_is_focused(key: str, mode: str | None) -> None:
     assert mode_of(Action(type="press", key=key)) == mode
+
+
+@pytest.mark.parametrize(
+    ("action", "target", "structure", "concept"),
+    [
+        (CLICK, button("Delete account"), PLAIN, "delete"),
+        (CLICK, button("Sign in"), LOGIN, None),
+        (Action(type="navigate", url=f"{ORIGIN}/evasion/delete?id=1"), None, PLAIN, "delete"),
+        (Action(type="navigate", url="https://elsewhere.example/"), None, PLAIN, None),
+    ],
+)
+def test_only_a_write_handed_over_for_its_name_alone_may_be_allowed_once(
+    action: Action, target: Target | None, structure: Structure, concept: str | None
+) -> None:
+    handover = needs_user(action, Reading([target] if target else []), structure, f"{ORIGIN}/x")
+    assert handover is not None
+    assert handover.concept == concept
