@@ -102,24 +102,48 @@ function (expected, mode, arg) {
     return n.localName + (n.id ? '#' + n.id : '') + (label ? '[' + label + ']' : '');
   };
   if (!el.isConnected) return {stale: 'it was removed from the page (replaced or re-rendered)'};
+  // Its place in the flat tree, as the snapshot it was read from walks it: a shadow root's children sit under its
+  // host, a slotted element under its slot; a host's unslotted child and a slot's unused fallback are not drawn.
   const path = [];
   for (let node = el; ; ) {
     const parent = node.parentNode;
     if (!parent || parent.nodeType === 9) break;
+    let flat, siblings;
     if (parent.nodeType === 11) {
-      path.push(-1);
-      node = parent.host;
-      if (!node) break;
-      continue;
+      flat = parent.host;
+      siblings = parent.children;
+    } else if (node.assignedSlot) {
+      flat = node.assignedSlot;
+      siblings = flat.assignedElements();
+    } else if (parent.shadowRoot || (parent.assignedNodes && parent.assignedNodes().length)) {
+      return {stale: 'it is no longer drawn (outside every slot of its shadow host)'};
+    } else {
+      flat = parent;
+      siblings = parent.children;
     }
-    let i = 0;
-    for (let s = node.previousElementSibling; s; s = s.previousElementSibling) i++;
-    path.push(i);
-    node = parent;
+    if (!flat) break;
+    path.push(Array.prototype.indexOf.call(siblings, node));
+    node = flat;
   }
   path.reverse();
+  // Its text as drawn: open shadow content and slotted content in flat-tree order; a closed root's text is out of
+  // reach here, and the snapshot's side leaves it out too.
+  let text = '';
+  const stack = [el];
+  while (stack.length && text.length < SIGNATURE_TEXT) {
+    const node = stack.pop();
+    if (node.nodeType === 3 || node.nodeType === 4) {
+      const root = node.getRootNode();
+      if (!(root.nodeType === 11 && root.mode === 'closed')) text += node.data.replace(/\s+/g, '');
+      continue;
+    }
+    let kids = node.childNodes;
+    if (node.shadowRoot) kids = node.shadowRoot.childNodes;
+    else if (node.assignedNodes && node.assignedNodes().length) kids = node.assignedNodes();
+    for (let k = kids.length - 1; k >= 0; k--) stack.push(kids[k]);
+  }
+  text = text.slice(0, SIGNATURE_TEXT);
   const attr = n => el.getAttribute(n) || '';
-  const text = (el.textContent || '').replace(/\s+/g, '').slice(0, SIGNATURE_TEXT);
   const signature = [el.localName.toLowerCase(), ...SIGNATURE_ATTRS.map(attr), text].join('|');
   if (JSON.stringify(path) !== JSON.stringify(expected[0]))
     return {stale: 'it moved in the page (its position in the document changed)'};
@@ -187,9 +211,29 @@ function (expected, mode, arg) {
     const textTypes = ['text', 'search', 'email', 'url', 'tel', 'password', 'number', ''];
     const type = (el.getAttribute('type') || '').toLowerCase();
     const field = tag === 'textarea' || (tag === 'input' && textTypes.includes(type));
-    if (!field && !el.isContentEditable) return {refused: 'it is not a text field (' + describe(el) + ')'};
+    // A date, time, colour or range field takes no typed text (its parts are spin buttons): it takes the value the
+    // way a select takes an option, as Playwright's and Puppeteer's fill do, if the field accepts it as written.
+    const pickers = ['date', 'time', 'datetime-local', 'month', 'week', 'color', 'range'];
+    const picked = tag === 'input' && pickers.includes(type);
+    if (!field && !picked && !el.isContentEditable) return {refused: 'it is not a text field (' + describe(el) + ')'};
     if (el.disabled) return {refused: 'the field is disabled'};
     if (el.readOnly) return {refused: 'the field is read-only'};
+    if (picked) {
+      const want = String(arg);
+      const trial = el.ownerDocument.createElement('input');
+      trial.type = type;
+      trial.value = want;
+      if (trial.value !== want) {
+        const hint = type === 'date' ? ' (write a date as 2026-12-24)' : '';
+        return {refused: 'a ' + type + ' field does not take ' + JSON.stringify(want.slice(0, 40)) + hint};
+      }
+      el.focus();
+      el.value = want;
+      el.dispatchEvent(new Event('input', {bubbles: true, composed: true}));
+      el.dispatchEvent(new Event('change', {bubbles: true}));
+      const b = box();
+      return b ? answer(b, {value_set: true}) : {x: null, y: null, remote, value_set: true};
+    }
     el.focus();
     const doc = el.ownerDocument;
     let active = doc.activeElement;
