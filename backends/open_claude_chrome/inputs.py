@@ -79,9 +79,11 @@ class Input(Navigation):
             await self._cursor(answer)
             return FormInputResult(ref, str(answer.get("selected", value)))
         text = str(value)
-        answer = await self._recheck(ref, identity, "text")
+        answer = await self._recheck(ref, identity, "text", text)
         await self._cursor(answer)
-        if text:
+        if answer.get("value_set"):
+            pass  # a date, time, colour or range field: the check set the value (it takes no typed text)
+        elif text:
             await self.session.send("Input.insertText", {"text": text})
         elif answer.get("had_value"):
             delete = keys.events(keys.Chord(keys.lookup("Delete"), 0))
