@@ -1,15 +1,22 @@
 """Refs with identity: `ref_N` names one DOM element as it was when the agent was shown it, and is re-checked
 against the live page before anything is done with it.
 
-An identity is (frame, the document that frame showed — its loader id —, the element's backend node id, its
-position in the DOM — element-sibling indexes from <html> down —, and its signature: tag, identifying attributes,
-text content). Before acting, the adapter resolves the backend node id in an isolated world (page scripts cannot
-redefine what the check calls) and the check compares position and signature in the page, in the same call that
-then locates the element. Anything that differs — another document, the node removed or replaced, the node moved
-(a re-sorted list), its content changed — is a stale ref: `BackendError(Failure.stale, "…")`,
-and no input is sent. Coordinates are never remembered and replayed: the point is computed, and hit-tested, at
-the moment of acting (for an element in a cross-site iframe, in its own renderer, then carried up through each
+An identity is (frame, the document that frame showed — its loader id —, the element's backend node id, its position
+in the flat tree — element-sibling indexes from <html> down, through shadow roots and slots as the page is drawn —,
+and its signature: tag, identifying attributes, the text it draws). Before acting, the adapter resolves the backend
+node id in an isolated world (page scripts cannot redefine what the check calls) and the check computes position and
+signature in the page the way `accessibility.DomDocument` computed them from the snapshot, in the same call that
+then locates the element. Anything that differs — another document, the node removed or replaced, the node moved (a
+re-sorted list, another shadow host), its content changed — is a stale ref: `BackendError(Failure.stale, "…")`, and
+no input is sent. Coordinates are never remembered and replayed: the point is computed, and hit-tested, at the
+moment of acting (for an element in a cross-site iframe, in its own renderer, then carried up through each
 <iframe>'s box, which must itself be what lies at that point).
+
+Why the flat tree: the DOM snapshot a ref is minted from walks it (a shadow root is no node of the snapshot; its
+children hang under the host, a slotted element under its slot), so a position counted in the DOM tree could never
+be matched for an element inside a shadow root. Open shadow roots, nested or not, are read like the light DOM; a
+closed one's text is left out on both sides (the check cannot read it), and an element slotted into a closed shadow
+root cannot be placed by the check (`assignedSlot` hides it), so a ref to it is refused as stale, never guessed.
 
 Numbering is stable while the element is: the same (frame, document, node) keeps its ref across reads, so an
 agent's ref from one read still names the same element in the next.
