@@ -223,6 +223,22 @@ async def test_typing_replaces_the_fields_content_and_an_empty_text_clears_it(
     assert await workspace.evaluate(bound_page, "document.getElementById('notes').value") == ""
 
 
+@pytest.mark.req("action:type")
+@pytest.mark.parametrize("bound_page", ["/shadow/light"], indirect=True)
+async def test_a_date_field_takes_an_iso_date_and_refuses_another_form_without_changing(
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
+) -> None:
+    due = by_name((await claude_backend.snapshot()).elements, "textbox", "Due date")
+    await claude_backend.act(Action(type="type", ref=due.ref, text="2026-12-24"), due)
+    assert await workspace.evaluate(bound_page, "document.getElementById('due').value") == "2026-12-24"
+    tap.clear()
+    with pytest.raises(BackendError, match="does not take") as refused:
+        await claude_backend.act(Action(type="type", ref=due.ref, text="24/12/2026"), due)
+    assert refused.value.kind == "element"
+    assert await workspace.evaluate(bound_page, "document.getElementById('due').value") == "2026-12-24"
+    assert not [m for m in page_calls(tap, bound_page) if m.startswith("Input.")]
+
+
 SAME_ORIGIN_FRAME = """new Promise(resolve => {
   const frame = document.createElement('iframe');
   frame.style.cssText = 'position: fixed; left: 40px; top: 60px; width: 320px; height: 120px; border: 7px solid #000';
