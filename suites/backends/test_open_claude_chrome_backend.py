@@ -524,12 +524,18 @@ SLOTTED = """(() => {
   const inner = root.querySelector('span').attachShadow({mode: 'open'});
   inner.innerHTML = '<b>Wrapped</b><slot></slot>';
   document.body.prepend(host);
+  const save = document.createElement('button');  // some of its text in a closed shadow root, out of reach
+  save.innerHTML = '<span>Save</span>';
+  save.onclick = () => window.__saved = 1;
+  const closed = save.querySelector('span').attachShadow({mode: 'closed'});
+  closed.innerHTML = '<i>★</i><slot></slot>';
+  document.body.prepend(save);
   return host.querySelector('#unslotted').getClientRects().length;
 })()"""
 
 
 @pytest.mark.req("adapter:element-errors")
-async def test_a_slotted_control_is_placed_through_its_slot_and_an_unslotted_one_gets_no_ref(
+async def test_a_slotted_control_is_placed_through_its_slot_an_unslotted_one_gets_no_ref_and_closed_text_is_left_out(
     claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace
 ) -> None:
     assert await workspace.evaluate(bound_page, SLOTTED) == 0  # not drawn: outside every slot
@@ -538,6 +544,9 @@ async def test_a_slotted_control_is_placed_through_its_slot_and_an_unslotted_one
     go = by_name(elements, "button", "Go")  # light DOM, drawn through a slot two shadow roots deep
     await claude_backend.act(Action(type="click", ref=go.ref), go)
     assert await workspace.evaluate(bound_page, "window.__pressed") == 1
+    save = next(e for e in elements if e.role == "button" and "Save" in e.name)  # a closed shadow root inside it
+    await claude_backend.act(Action(type="click", ref=save.ref), save)
+    assert await workspace.evaluate(bound_page, "window.__saved") == 1
 
 
 # -- the action cursor ---------------------------------------------------------------------------------------------
