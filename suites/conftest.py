@@ -16,7 +16,7 @@ from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient
 from lab.tap import CDPTap
 from lab.workspace import Bounds, Workspace
-from runtime.app import Runtime
+from runtime.app import Runtime, default_backends
 from runtime.client import HostedClient
 from runtime.service import Settings
 from suites.harness import BACKENDS, Agent, Desk, client_in_task, skip_repeated_negative_controls
@@ -95,6 +95,7 @@ async def runtime(tap: CDPTap, backend: str, request: pytest.FixtureRequest) -> 
     broken = SABOTAGE[marker.args[0]] if marker else Sabotage()
     rt = await Runtime.connect(
         await tap.endpoint("runtime"),
+        backends={**default_backends(), **broken.backends} if broken.backends else None,
         settings=Settings(backend=backend),
         service_type=broken.service_type,
         gateway_factory=broken.gateway_factory,

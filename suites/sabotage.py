@@ -15,9 +15,12 @@ import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
+from backends.open_claude_chrome import refs
+from backends.open_claude_chrome.adapter import OpenClaudeChromeBackend
 from backends.open_claude_chrome.contract import ToolContract
-from backends.open_claude_chrome.refs import Mode
+from backends.open_claude_chrome.refs import Identity, Mode
 from runtime.backend import BackendError, Element, Failure
 from runtime.capability.host import PageContext
 from runtime.commands.base import Outcome
@@ -28,7 +31,7 @@ from runtime.models import Action
 from runtime.reasons import ReasonCode
 from runtime.service import ComputerUseService
 from runtime.session import ComputerSession, Frame
-from runtime.sessions import Refusal
+from runtime.sessions import BackendFactory, Refusal
 
 
 class TrustingVerifier:
@@ -143,6 +146,65 @@ class BlindRefContract(ToolContract):
         return await super()._point(coordinate, ref, mode)
 
 
+LIGHT_DOM_PLACE = r"""
+  const path = [];
+  for (let node = el; ; ) {
+    const parent = node.parentNode;
+    if (!parent || parent.nodeType === 9) break;
+    if (parent.nodeType === 11) {
+      path.push(-1);
+      node = parent.host;
+      if (!node) break;
+      continue;
+    }
+    let i = 0;
+    for (let s = node.previousElementSibling; s; s = s.previousElementSibling) i++;
+    path.push(i);
+    node = parent;
+  }
+  path.reverse();
+  const text = (el.textContent || '').replace(/\s+/g, '').slice(0, SIGNATURE_TEXT);
+"""
+"""How the ref check placed an element before it read the flat tree: its DOM path (a -1 for each shadow root
+crossed) and its `textContent`; for an element in a shadow root neither is what the snapshot it was read from
+holds, so every such ref looked moved."""
+
+
+def light_dom_check() -> str:
+    """`refs.CHECK_SOURCE` with its flat-tree place and text replaced by `LIGHT_DOM_PLACE`."""
+    source = refs.CHECK_SOURCE
+    start, end = source.index("  // Its place in the flat tree"), source.index("  const attr = n =>")
+    return source[:start] + LIGHT_DOM_PLACE.replace("SIGNATURE_TEXT", str(refs.SIGNATURE_TEXT)) + source[end:]
+
+
+class LightDomRefContract(ToolContract):
+    """Re-checks every ref with `light_dom_check`: an element inside a shadow root can never be placed."""
+
+    async def _recheck(self, ref: str, identity: Identity, mode: Mode, arg: Any = None) -> dict[str, Any]:
+        with mock.patch.object(refs, "CHECK_SOURCE", light_dom_check()):
+            return await super()._recheck(ref, identity, mode, arg)
+
+
+class LightDomRefBackend(OpenClaudeChromeBackend):
+    """open_claude_chrome with `LightDomRefContract` for its contract."""
+
+    async def start(self) -> None:
+        await super().start()
+        assert self.session is not None
+        self.contract = LightDomRefContract(self.session)
+
+
+class PlaceBlindRefContract(ToolContract):
+    """Re-checks refs without comparing the element's place: a node moved elsewhere (another shadow host, another
+    row) with its text unchanged still passes."""
+
+    async def _recheck(self, ref: str, identity: Identity, mode: Mode, arg: Any = None) -> dict[str, Any]:
+        compare = "if (JSON.stringify(path) !== JSON.stringify(expected[0]))"
+        assert compare in refs.CHECK_SOURCE
+        with mock.patch.object(refs, "CHECK_SOURCE", refs.CHECK_SOURCE.replace(compare, "if (false)")):
+            return await super()._recheck(ref, identity, mode, arg)
+
+
 @dataclass(frozen=True)
 class Sabotage:
     """How one broken runtime is assembled: its service class, its gateway, and a change to its MCP server."""
@@ -150,6 +212,8 @@ class Sabotage:
     service_type: type[ComputerUseService] = ComputerUseService
     gateway_factory: type[ScopedGateway] = ScopedGateway
     server_change: Callable[[ComputerUseServer], None] | None = None
+    backends: Mapping[str, BackendFactory] | None = None
+    """Backends started in place of the installed ones of the same name."""
 
 
 SABOTAGE: dict[str, Sabotage] = {
@@ -161,4 +225,5 @@ SABOTAGE: dict[str, Sabotage] = {
     "switch_backend_on_failure": Sabotage(service_type=SwitchBackendOnFailure),
     "gateway_unscoped": Sabotage(gateway_factory=UnscopedGateway),
     "expose_upstream_tools": Sabotage(server_change=expose_upstream_tool),
+    "light_dom_ref_check": Sabotage(backends={"open_claude_chrome": LightDomRefBackend}),
 }

@@ -108,9 +108,12 @@ class DomFacts:
     tag: str
     attrs: dict[str, str]
     path: tuple[int, ...]
-    """Element-sibling index at each level from <html> down (-1 steps from a shadow root to its host)."""
+    """Element-sibling index at each level from <html> down, in the flat tree: a shadow host's children are its
+    shadow root's, a slot's are the elements assigned to it (the tree the page is drawn from, and the one the
+    snapshot walks; an element inside nested shadow roots has a place in it like any other)."""
     signature: str
-    """Tag, identifying attributes and whitespace-free text content: what the element *is*."""
+    """Tag, identifying attributes and whitespace-free text of its flat subtree (open shadow content and slotted
+    content as drawn; text in closed shadow roots left out): what the element *is*."""
     centre: tuple[float, float] | None
     """The centre of its box in viewport CSS px at the read, or None if it has no box."""
 
@@ -143,7 +146,11 @@ class DomDocument:
         backend: list[int] = nodes.get("backendNodeId", [])
         self.index = {backend_id: i for i, backend_id in enumerate(backend)}
         self.pseudo = set(nodes.get("pseudoType", {}).get("index", []))
-        self.shadow_roots = set(nodes.get("shadowRootType", {}).get("index", []))
+        # The snapshot walks the flat tree: a shadow root is no node of it (its children hang under the host, slotted
+        # nodes under their slot), and `shadowRootType` marks every node *inside* a shadow tree with its root's mode.
+        scopes = nodes.get("shadowRootType", {})
+        self.closed = {i for i, mode in zip(scopes.get("index", []), scopes.get("value", []), strict=False)
+                       if self._str(mode) == "closed"}  # fmt: skip
         content = nodes.get("contentDocumentIndex", {})
         self.content_document = dict(zip(content.get("index", []), content.get("value", []), strict=False))
         self.children: list[list[int]] = [[] for _ in self.parent]
@@ -167,16 +174,19 @@ class DomDocument:
         return {self._str(flat[k]): self._str(flat[k + 1]) for k in range(0, len(flat) - 1, 2)}
 
     def text(self, i: int, limit: int) -> str:
-        """`textContent` of node i, whitespace removed, up to `limit` characters (shadow trees excluded)."""
+        """The text of node i's flat subtree, whitespace removed, up to `limit` characters; text in closed shadow
+        roots is left out (the page's own JavaScript, and so `refs.CHECK_JS`, cannot read it)."""
         out: list[str] = []
         size = 0
         stack = list(reversed(self.children[i]))
         while stack and size < limit:
             n = stack.pop()
-            if n in self.shadow_roots or n in self.pseudo:
+            if n in self.pseudo:
                 continue
             kind = self.node_type[n]
             if kind in (3, 4):
+                if n in self.closed:
+                    continue
                 chunk = "".join(self._str(self.node_value[n]).split())
                 out.append(chunk)
                 size += len(chunk)
@@ -190,16 +200,7 @@ class DomDocument:
             return None
         path: list[int] = []
         node = i
-        while True:
-            parent = self.parent[node]
-            if parent < 0 or self.node_type[parent] == 9:
-                break
-            if parent in self.shadow_roots:
-                path.append(-1)
-                node = self.parent[parent]
-                if node < 0:
-                    break
-                continue
+        while (parent := self.parent[node]) >= 0 and self.node_type[parent] != 9:
             path.append(self.sibling_index[node])
             node = parent
         path.reverse()

@@ -7,6 +7,8 @@ Action mapping (exactly one contract call per canonical Action; nothing else is 
     click  (x, y)           -> computer(action="left_click", coordinate)     only right after a screenshot
     type   (ref, text)      -> form_input(ref, value=text)                   replaces the field's content with
                                                                               trusted input events; leaves it focused
+                                                                              (a date, time, colour or range field
+                                                                              takes its value set, as a select does)
     type   with submit      -> refused (BackendError "upstream"): the contract has no single call that types and
                                presses Enter; send `type`, then `press Enter` (the field keeps focus)
     press  (key, no ref)    -> computer(action="key", text=key)              to the focused element
@@ -24,9 +26,11 @@ calls, and a click can have effects of its own); `form_input` addresses the fiel
 value, which is what `type` means in the other backends too.
 
 Every ref is re-checked against the live DOM before anything is sent (`refs.py`): a moved, replaced or changed
-element is `BackendError(Failure.stale, "…")` with no input. A click or key that starts a
-navigation returns once the new document is parsed; a navigation that does not finish is a `timeout`. Controls in
-cross-site iframes are read and acted on in place (their renderers are child sessions of the bound page).
+element is `BackendError(Failure.stale, "…")` with no input. Elements inside open shadow roots, nested or slotted,
+are read, placed and re-checked like any other (by their place in the flat tree the page is drawn from). A click or
+key that starts a navigation returns once the new document is parsed; a navigation that does not finish is a
+`timeout`. Controls in cross-site iframes are read and acted on in place (their renderers are child sessions of the
+bound page).
 """
 
 from __future__ import annotations

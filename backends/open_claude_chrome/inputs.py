@@ -64,7 +64,8 @@ class Input(Navigation):
     @tool
     async def form_input(self, ref: str, value: str | bool | float) -> FormInputResult:
         """Set a form control's value by ref: a select's option (by value or visible text), a checkbox/radio's
-        checked state (boolean), or a text field's whole content (replaced, as typed input events)."""
+        checked state (boolean), a text field's whole content (replaced, as typed input events), or the value of a
+        date, time, colour or range field (set with input and change events: such a field takes no typed text)."""
         identity = self.refs.get(ref)
         async with self._may_navigate():
             return await self._form_input(ref, identity, value)
@@ -79,9 +80,11 @@ class Input(Navigation):
             await self._cursor(answer)
             return FormInputResult(ref, str(answer.get("selected", value)))
         text = str(value)
-        answer = await self._recheck(ref, identity, "text")
+        answer = await self._recheck(ref, identity, "text", text)
         await self._cursor(answer)
-        if text:
+        if answer.get("value_set"):
+            pass  # a date, time, colour or range field: the check set the value (it takes no typed text)
+        elif text:
             await self.session.send("Input.insertText", {"text": text})
         elif answer.get("had_value"):
             delete = keys.events(keys.Chord(keys.lookup("Delete"), 0))

@@ -1,15 +1,22 @@
 """Refs with identity: `ref_N` names one DOM element as it was when the agent was shown it, and is re-checked
 against the live page before anything is done with it.
 
-An identity is (frame, the document that frame showed — its loader id —, the element's backend node id, its
-position in the DOM — element-sibling indexes from <html> down —, and its signature: tag, identifying attributes,
-text content). Before acting, the adapter resolves the backend node id in an isolated world (page scripts cannot
-redefine what the check calls) and the check compares position and signature in the page, in the same call that
-then locates the element. Anything that differs — another document, the node removed or replaced, the node moved
-(a re-sorted list), its content changed — is a stale ref: `BackendError(Failure.stale, "…")`,
-and no input is sent. Coordinates are never remembered and replayed: the point is computed, and hit-tested, at
-the moment of acting (for an element in a cross-site iframe, in its own renderer, then carried up through each
+An identity is (frame, the document that frame showed — its loader id —, the element's backend node id, its position
+in the flat tree — element-sibling indexes from <html> down, through shadow roots and slots as the page is drawn —,
+and its signature: tag, identifying attributes, the text it draws). Before acting, the adapter resolves the backend
+node id in an isolated world (page scripts cannot redefine what the check calls) and the check computes position and
+signature in the page the way `accessibility.DomDocument` computed them from the snapshot, in the same call that
+then locates the element. Anything that differs — another document, the node removed or replaced, the node moved (a
+re-sorted list, another shadow host), its content changed — is a stale ref: `BackendError(Failure.stale, "…")`, and
+no input is sent. Coordinates are never remembered and replayed: the point is computed, and hit-tested, at the
+moment of acting (for an element in a cross-site iframe, in its own renderer, then carried up through each
 <iframe>'s box, which must itself be what lies at that point).
+
+Why the flat tree: the DOM snapshot a ref is minted from walks it (a shadow root is no node of the snapshot; its
+children hang under the host, a slotted element under its slot), so a position counted in the DOM tree could never
+be matched for an element inside a shadow root. Open shadow roots, nested or not, are read like the light DOM; a
+closed one's text is left out on both sides (the check cannot read it), and an element slotted into a closed shadow
+root cannot be placed by the check (`assignedSlot` hides it), so a ref to it is refused as stale, never guessed.
 
 Numbering is stable while the element is: the same (frame, document, node) keeps its ref across reads, so an
 agent's ref from one read still names the same element in the next.
@@ -102,24 +109,48 @@ function (expected, mode, arg) {
     return n.localName + (n.id ? '#' + n.id : '') + (label ? '[' + label + ']' : '');
   };
   if (!el.isConnected) return {stale: 'it was removed from the page (replaced or re-rendered)'};
+  // Its place in the flat tree, as the snapshot it was read from walks it: a shadow root's children sit under its
+  // host, a slotted element under its slot; a host's unslotted child and a slot's unused fallback are not drawn.
   const path = [];
   for (let node = el; ; ) {
     const parent = node.parentNode;
     if (!parent || parent.nodeType === 9) break;
+    let flat, siblings;
     if (parent.nodeType === 11) {
-      path.push(-1);
-      node = parent.host;
-      if (!node) break;
-      continue;
+      flat = parent.host;
+      siblings = parent.children;
+    } else if (node.assignedSlot) {
+      flat = node.assignedSlot;
+      siblings = flat.assignedElements();
+    } else if (parent.shadowRoot || (parent.assignedNodes && parent.assignedNodes().length)) {
+      return {stale: 'it is no longer drawn (outside every slot of its shadow host)'};
+    } else {
+      flat = parent;
+      siblings = parent.children;
     }
-    let i = 0;
-    for (let s = node.previousElementSibling; s; s = s.previousElementSibling) i++;
-    path.push(i);
-    node = parent;
+    if (!flat) break;
+    path.push(Array.prototype.indexOf.call(siblings, node));
+    node = flat;
   }
   path.reverse();
+  // Its text as drawn: open shadow content and slotted content in flat-tree order; a closed root's text is out of
+  // reach here, and the snapshot's side leaves it out too.
+  let text = '';
+  const stack = [el];
+  while (stack.length && text.length < SIGNATURE_TEXT) {
+    const node = stack.pop();
+    if (node.nodeType === 3 || node.nodeType === 4) {
+      const root = node.getRootNode();
+      if (!(root.nodeType === 11 && root.mode === 'closed')) text += node.data.replace(/\s+/g, '');
+      continue;
+    }
+    let kids = node.childNodes;
+    if (node.shadowRoot) kids = node.shadowRoot.childNodes;
+    else if (node.assignedNodes && node.assignedNodes().length) kids = node.assignedNodes();
+    for (let k = kids.length - 1; k >= 0; k--) stack.push(kids[k]);
+  }
+  text = text.slice(0, SIGNATURE_TEXT);
   const attr = n => el.getAttribute(n) || '';
-  const text = (el.textContent || '').replace(/\s+/g, '').slice(0, SIGNATURE_TEXT);
   const signature = [el.localName.toLowerCase(), ...SIGNATURE_ATTRS.map(attr), text].join('|');
   if (JSON.stringify(path) !== JSON.stringify(expected[0]))
     return {stale: 'it moved in the page (its position in the document changed)'};
@@ -187,9 +218,29 @@ function (expected, mode, arg) {
     const textTypes = ['text', 'search', 'email', 'url', 'tel', 'password', 'number', ''];
     const type = (el.getAttribute('type') || '').toLowerCase();
     const field = tag === 'textarea' || (tag === 'input' && textTypes.includes(type));
-    if (!field && !el.isContentEditable) return {refused: 'it is not a text field (' + describe(el) + ')'};
+    // A date, time, colour or range field takes no typed text (its parts are spin buttons): it takes the value the
+    // way a select takes an option, as Playwright's and Puppeteer's fill do, if the field accepts it as written.
+    const pickers = ['date', 'time', 'datetime-local', 'month', 'week', 'color', 'range'];
+    const picked = tag === 'input' && pickers.includes(type);
+    if (!field && !picked && !el.isContentEditable) return {refused: 'it is not a text field (' + describe(el) + ')'};
     if (el.disabled) return {refused: 'the field is disabled'};
     if (el.readOnly) return {refused: 'the field is read-only'};
+    if (picked) {
+      const want = String(arg);
+      const trial = el.ownerDocument.createElement('input');
+      trial.type = type;
+      trial.value = want;
+      if (trial.value !== want) {
+        const hint = type === 'date' ? ' (write a date as 2026-12-24)' : '';
+        return {refused: 'a ' + type + ' field does not take ' + JSON.stringify(want.slice(0, 40)) + hint};
+      }
+      el.focus();
+      el.value = want;
+      el.dispatchEvent(new Event('input', {bubbles: true, composed: true}));
+      el.dispatchEvent(new Event('change', {bubbles: true}));
+      const b = box();
+      return b ? answer(b, {value_set: true}) : {x: null, y: null, remote, value_set: true};
+    }
     el.focus();
     const doc = el.ownerDocument;
     let active = doc.activeElement;

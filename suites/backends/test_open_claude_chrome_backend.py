@@ -33,7 +33,7 @@ from lab.workspace import LabPage, Workspace
 from runtime.backend import BackendError, Element
 from runtime.models import Action
 from suites.backends.conftest import MakeOCC, by_name, page_calls
-from suites.sabotage import BlindRefContract
+from suites.sabotage import BlindRefContract, PlaceBlindRefContract
 
 pytestmark = pytest.mark.req(backend="open_claude_chrome")
 
@@ -223,6 +223,22 @@ async def test_typing_replaces_the_fields_content_and_an_empty_text_clears_it(
     assert await workspace.evaluate(bound_page, "document.getElementById('notes').value") == ""
 
 
+@pytest.mark.req("action:type")
+@pytest.mark.parametrize("bound_page", ["/shadow/light"], indirect=True)
+async def test_a_date_field_takes_an_iso_date_and_refuses_another_form_without_changing(
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace, tap: CDPTap
+) -> None:
+    due = by_name((await claude_backend.snapshot()).elements, "textbox", "Due date")
+    await claude_backend.act(Action(type="type", ref=due.ref, text="2026-12-24"), due)
+    assert await workspace.evaluate(bound_page, "document.getElementById('due').value") == "2026-12-24"
+    tap.clear()
+    with pytest.raises(BackendError, match="does not take") as refused:
+        await claude_backend.act(Action(type="type", ref=due.ref, text="24/12/2026"), due)
+    assert refused.value.kind == "element"
+    assert await workspace.evaluate(bound_page, "document.getElementById('due').value") == "2026-12-24"
+    assert not [m for m in page_calls(tap, bound_page) if m.startswith("Input.")]
+
+
 SAME_ORIGIN_FRAME = """new Promise(resolve => {
   const frame = document.createElement('iframe');
   frame.style.cssText = 'position: fixed; left: 40px; top: 60px; width: 320px; height: 120px; border: 7px solid #000';
@@ -395,6 +411,142 @@ async def test_a_ref_from_another_document_is_stale_and_refused_without_input(
     assert stale.value.kind == "stale"  # (a string that is not a ref at all: `suites/backends/test_backends.py`)
     assert not page_calls(tap, bound_page)
     assert fixture_server.ledger.writes() == []
+
+
+# -- shadow roots --------------------------------------------------------------------------------------------------
+
+SHADOW_STATE = """(() => {
+  const app = document.querySelector('task-app').shadowRoot;
+  const items = [...app.querySelectorAll('task-item')].map(item => item.shadowRoot);
+  return {
+    tasks: items.map(row => [row.querySelector('label').textContent, row.querySelector('input').checked]),
+    show: app.querySelector('#show').value,
+    draft: app.querySelector('#new-task').value,
+    due: app.querySelector('#due').value,
+    scrolled: window.__scrolled === true,
+  };
+})()"""
+"""The shadow app's state, read by the lab: the app's shadow root, and each task row's own one inside it."""
+MOVE_INTO_NEXT_ROW = """(() => {
+  const items = [...document.querySelector('task-app').shadowRoot.querySelectorAll('task-item')];
+  const box = items[0].shadowRoot.querySelector('input');
+  items[1].shadowRoot.querySelector('li').prepend(box);  // the same element, in another host's shadow root
+  return items[1].shadowRoot.querySelectorAll('input').length;
+})()"""
+CHECKED = """[...document.querySelector('task-app').shadowRoot.querySelectorAll('task-item')]
+  .flatMap(item => [...item.shadowRoot.querySelectorAll('input')]).filter(box => box.checked).length"""
+REBUILD_LAST_ROW = """(() => {
+  const items = [...document.querySelector('task-app').shadowRoot.querySelectorAll('task-item')];
+  const old = items[items.length - 1];
+  const twin = document.createElement('task-item');  // a new host, a new shadow root, an equal row in it
+  Object.assign(twin.dataset, old.dataset);
+  old.replaceWith(twin);
+  return twin.shadowRoot.querySelector('label').textContent;
+})()"""
+
+
+@pytest.mark.req("parity:shadow-acts")
+@pytest.mark.parametrize("bound_page", ["/shadow/"], indirect=True)
+async def test_refs_inside_nested_shadow_roots_are_scrolled_to_typed_into_clicked_and_selected_in_place(
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace
+) -> None:
+    await workspace.evaluate(bound_page, "addEventListener('scroll', () => window.__scrolled = true, {once: true})")
+    await workspace.evaluate(bound_page, "document.body.style.paddingTop = '150vh'; scrollTo(0, 0)")
+    elements = (await claude_backend.snapshot()).elements
+    water = by_name(elements, "checkbox", "Water the plants")  # two shadow roots deep
+    await claude_backend.act(Action(type="scroll", ref=water.ref, direction="down"), water)
+    draft = by_name(elements, "textbox", "New task")  # one shadow root deep
+    await claude_backend.act(Action(type="type", ref=draft.ref, text="Pay rent"), draft)
+    due = by_name(elements, "textbox", "Due date")
+    await claude_backend.act(Action(type="type", ref=due.ref, text="2026-12-24"), due)
+    await claude_backend.act(Action(type="click", ref=water.ref), water)
+    show = by_name((await claude_backend.snapshot()).elements, "combobox", "Show")
+    await claude_backend.act(Action(type="select", ref=show.ref, values=["Done"]), show)
+    assert await workspace.evaluate(bound_page, SHADOW_STATE) == {
+        "tasks": [["Water the plants", True]],
+        "show": "done",
+        "draft": "Pay rent",
+        "due": "2026-12-24",
+        "scrolled": True,
+    }
+
+
+@pytest.mark.req("adapter:element-errors")
+@pytest.mark.parametrize("bound_page", ["/shadow/"], indirect=True)
+async def test_an_element_moved_into_another_shadow_host_or_whose_host_was_rebuilt_is_stale_and_gets_no_input(
+    claude_backend: OpenClaudeChromeBackend,
+    bound_page: LabPage,
+    tap: CDPTap,
+    fixture_server: FixtureServer,
+    workspace: Workspace,
+) -> None:
+    elements = (await claude_backend.snapshot()).elements
+    milk = by_name(elements, "checkbox", "Buy milk")
+    water = by_name(elements, "checkbox", "Water the plants")
+    assert await workspace.evaluate(bound_page, MOVE_INTO_NEXT_ROW) == 2
+    await assert_stale_ref_refused(claude_backend, milk, tap, bound_page, fixture_server)
+    assert await workspace.evaluate(bound_page, REBUILD_LAST_ROW) == "Water the plants"
+    await assert_stale_ref_refused(claude_backend, water, tap, bound_page, fixture_server)
+    assert await workspace.evaluate(bound_page, CHECKED) == 0
+
+    # Observed again, the rebuilt row's checkbox is acted on normally.
+    fresh = by_name((await claude_backend.snapshot()).elements, "checkbox", "Water the plants")
+    await claude_backend.act(Action(type="click", ref=fresh.ref), fresh)
+    assert (await workspace.evaluate(bound_page, SHADOW_STATE))["tasks"][-1] == ["Water the plants", True]
+
+
+@pytest.mark.req("adapter:element-errors")
+@pytest.mark.negative_control
+@pytest.mark.parametrize("bound_page", ["/shadow/"], indirect=True)
+async def test_the_shadow_stale_check_catches_a_variant_that_does_not_compare_the_elements_place(
+    make_claude_backend: MakeOCC,
+    bound_page: LabPage,
+    tap: CDPTap,
+    fixture_server: FixtureServer,
+    workspace: Workspace,
+) -> None:
+    blind = await make_claude_backend()
+    assert blind.session is not None
+    blind.contract = PlaceBlindRefContract(blind.session)
+    milk = by_name((await blind.snapshot()).elements, "checkbox", "Buy milk")
+    assert await workspace.evaluate(bound_page, MOVE_INTO_NEXT_ROW) == 2
+    with pytest.raises(AssertionError, match="was not refused"):
+        await assert_stale_ref_refused(blind, milk, tap, bound_page, fixture_server)
+    assert await workspace.evaluate(bound_page, CHECKED) == 1  # the moved box was ticked in the other row
+
+
+SLOTTED = """(() => {
+  const host = document.createElement('div');
+  host.innerHTML = '<button id="unslotted">Hidden</button>'
+    + '<button slot="main" onclick="window.__pressed = 1">Go</button>';
+  const root = host.attachShadow({mode: 'open'});
+  root.innerHTML = '<p>Step</p><span><slot name="main"></slot></span>';
+  const inner = root.querySelector('span').attachShadow({mode: 'open'});
+  inner.innerHTML = '<b>Wrapped</b><slot></slot>';
+  document.body.prepend(host);
+  const save = document.createElement('button');  // some of its text in a closed shadow root, out of reach
+  save.innerHTML = '<span>Save</span>';
+  save.onclick = () => window.__saved = 1;
+  const closed = save.querySelector('span').attachShadow({mode: 'closed'});
+  closed.innerHTML = '<i>★</i><slot></slot>';
+  document.body.prepend(save);
+  return host.querySelector('#unslotted').getClientRects().length;
+})()"""
+
+
+@pytest.mark.req("adapter:element-errors")
+async def test_a_slotted_control_is_placed_through_its_slot_an_unslotted_one_gets_no_ref_and_closed_text_is_left_out(
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, workspace: Workspace
+) -> None:
+    assert await workspace.evaluate(bound_page, SLOTTED) == 0  # not drawn: outside every slot
+    elements = (await claude_backend.snapshot()).elements
+    assert not [e for e in elements if e.name == "Hidden"]
+    go = by_name(elements, "button", "Go")  # light DOM, drawn through a slot two shadow roots deep
+    await claude_backend.act(Action(type="click", ref=go.ref), go)
+    assert await workspace.evaluate(bound_page, "window.__pressed") == 1
+    save = next(e for e in elements if e.role == "button" and "Save" in e.name)  # a closed shadow root inside it
+    await claude_backend.act(Action(type="click", ref=save.ref), save)
+    assert await workspace.evaluate(bound_page, "window.__saved") == 1
 
 
 # -- the action cursor ---------------------------------------------------------------------------------------------

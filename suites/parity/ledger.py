@@ -183,6 +183,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         )
     ),
     _req(
+        "parity:shadow-acts",
+        "release-proof-cross-backend-parity",
+        "acts by ref (click, select, type into a text and a date field, scroll to, then Enter) inside nested open "
+        "shadow roots answer ok on the first try and leave the page as on the same app built in the light DOM",
+    ),
+    _req(
         "parity:ledger",
         "release-proof-cross-backend-parity",
         "every test names requirements of this ledger, and every requirement is exercised on every backend or "
