@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from lab.workspace import Workspace
 from suites.harness import Agent, Desk, ref_of
@@ -166,4 +167,62 @@ async def test_delete_all_tasks_inside_a_shadow_root_is_needs_user_by_ref_as_in_
         seen = await agent.observe(page=desk.handle(name))
         result = await agent.act(seen, type="click", ref=ref_of(seen, "button", '"Delete all tasks"'))
         assert_handed_over(result, f"Delete all tasks on the {name} build")
+    assert_no_writes(desk.server)
+
+
+CARDS = "/cards/"
+CARDS_PAGE = """<!doctype html><html lang=en><head><meta charset=utf-8><link rel=icon href='data:,'>
+<title>Cards</title></head><body><h1>Cards</h1>
+<x-card><span slot=title>Quarterly report</span><span>Due Friday</span></x-card>
+<a href="/cards/delete?id=7"><x-chip></x-chip></a>
+<script>
+customElements.define('x-card', class extends HTMLElement { connectedCallback() {
+  this.attachShadow({mode: 'open'}).innerHTML =
+      '<h2>Title: <slot name=title></slot></h2><p>Owner: Dana</p><slot></slot>';
+} });
+customElements.define('x-chip', class extends HTMLElement { connectedCallback() {
+  this.attachShadow({mode: 'open'}).innerHTML = '<button type=button>Open</button>';
+} });
+</script></body></html>"""
+"""A card whose title is slotted into its shadow root's heading, and a button in a shadow root inside a link to an
+address that deletes (a GET the ledger records as a write)."""
+
+
+async def cards(desk: Desk) -> Desk:
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text=CARDS_PAGE, content_type="text/html")
+
+    async def deleted(request: web.Request) -> web.Response:
+        return web.Response(text="deleted", content_type="text/plain")
+
+    desk.server.set_route(CARDS, page)
+    desk.server.set_route("/cards/delete", deleted, method="GET", write=True)
+    await desk.open("A", CARDS, desk.workspace.column(0, 3))
+    await desk.open("chat", "/chat/", desk.workspace.column(1, 3), chat=True)
+    desk.authorize("A")
+    return desk
+
+
+@pytest.mark.req("parity:shadow-dom")
+async def test_slotted_text_is_read_where_its_slot_shows_it_as_the_observation_shows_it(
+    desk: Desk, agent: Agent
+) -> None:
+    await cards(desk)
+    seen = await agent.observe(page="left")
+    assert "Title: Quarterly report" in (seen.observation or "")
+    for text in ("Title: Quarterly report", "Owner: Dana Due Friday"):
+        result = await agent.verify(seen, type="text_present", text=text)
+        assert verdict_of(result) == "verified", (text, result)
+    result = await agent.verify(seen, type="text_absent", text="Quarterly report")
+    assert verdict_of(result) == "verification_failed", result
+
+
+@pytest.mark.req("policy:shadow-dom", "reason:needs_user")
+async def test_a_button_in_a_shadow_root_inside_a_link_that_deletes_is_needs_user_by_ref(
+    desk: Desk, agent: Agent
+) -> None:
+    await cards(desk)
+    seen = await agent.observe(page="left")
+    result = await agent.act(seen, type="click", ref=ref_of(seen, "button", '"Open"'))
+    assert_handed_over(result, "a click through a link that deletes")
     assert_no_writes(desk.server)
