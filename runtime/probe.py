@@ -343,10 +343,12 @@ class PageProbe:
         `textbox` is also a date, time or colour field, which Chromium calls `Date`, `InputTime`, `ColorWell`."""
         top = await self._top()
         roles = chromium_roles(role)
-        if name is not None:  # one query, the roles picked here: the nodes stay in the tree's order
+        if len(roles) > 1 and name:
+            # One query by name, the roles picked here, so the nodes stay in the tree's order (`Frame.ordinal` counts
+            # in it). An empty name matches every nameless node of the Page: then one query per role instead.
             nodes = [n for n in await self.query_ax(top, None, name) if _role(n) in roles]
         else:
-            nodes = [n for theirs in sorted(roles) for n in await self.query_ax(top, theirs)]
+            nodes = [n for theirs in sorted(roles) for n in await self.query_ax(top, theirs, name)]
         return [n for n in nodes if not n.get("ignored")]
 
     async def query_ax(self, frame: FrameContext, role: str | None, name: str | None = None) -> list[dict[str, Any]]:
