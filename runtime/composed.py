@@ -79,7 +79,9 @@ const composed = (() => {
       for (const slot of root.querySelectorAll('slot')) if (slot.assignedNodes().length) mark(slot);
     }
     if (start.localName === 'slot' && start.assignedNodes().length) mark(start);
-    if (!mixed.has(start)) return (start.innerText === undefined ? start.textContent : start.innerText) || '';
+    if (!mixed.has(start)) {
+      return ((start.innerText === undefined ? start.textContent : start.innerText) || '').slice(0, limit);
+    }
     const out = [];
     let size = 0, seen = 0;
     const push = part => { if (part) { out.push(part); size += part.length; } };

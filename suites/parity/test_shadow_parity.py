@@ -17,6 +17,7 @@ import pytest
 from aiohttp import web
 
 from lab.workspace import Workspace
+from runtime.probe import PageProbe
 from suites.harness import Agent, Desk, ref_of
 from suites.proofs import assert_handed_over, assert_no_writes
 
@@ -178,7 +179,7 @@ CARDS_PAGE = """<!doctype html><html lang=en><head><meta charset=utf-8><link rel
 <script>
 customElements.define('x-card', class extends HTMLElement { connectedCallback() {
   this.attachShadow({mode: 'open'}).innerHTML =
-      '<h2>Title: <slot name=title></slot></h2><p>Owner: Dana</p><slot></slot>';
+      '<h2>Title: <slot name=title></slot></h2><p>Owner: Dana</p><slot></slot><p hidden>Archived</p>';
 } });
 customElements.define('x-chip', class extends HTMLElement { connectedCallback() {
   this.attachShadow({mode: 'open'}).innerHTML = '<button type=button>Open</button>';
@@ -215,6 +216,21 @@ async def test_slotted_text_is_read_where_its_slot_shows_it_as_the_observation_s
         assert verdict_of(result) == "verified", (text, result)
     result = await agent.verify(seen, type="text_absent", text="Quarterly report")
     assert verdict_of(result) == "verification_failed", result
+    result = await agent.verify(seen, type="text_absent", text="Archived")  # in the shadow root, never shown
+    assert verdict_of(result) == "verified", result
+
+
+@pytest.mark.req("parity:shadow-dom")
+async def test_the_page_text_read_keeps_its_limit_on_both_builds(desk: Desk, agent: Agent) -> None:
+    await both_builds(desk)
+    for name in BUILDS:
+        probe = PageProbe(desk.runtime.cdp, desk.target(name), watch_dialogs=False)
+        try:
+            whole, cut = await probe.text(), await probe.text(limit=12)
+        finally:
+            await probe.close()
+        assert all(title in whole for title in TITLES), (name, whole)
+        assert cut == whole[:12], (name, cut, whole)
 
 
 @pytest.mark.req("policy:shadow-dom", "reason:needs_user")
