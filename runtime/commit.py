@@ -18,8 +18,10 @@ from typing import Any
 
 from runtime.backend import Element
 from runtime.cdp import CDPError
+from runtime.composed import COMPOSED
 from runtime.models import Action
 from runtime.probe import FrameContext, PageProbe
+from runtime.roles import chromium_roles
 
 MAX_CANDIDATES = 10
 AX_WAIT = 1.0
@@ -30,8 +32,10 @@ HOVER_EVENTS = frozenset(
 )
 CHANGE_EVENTS = frozenset({"change", "input"})
 
-READ_ELEMENT = r"""
-function (mode) {
+READ_ELEMENT = (
+    "function (mode) {"
+    + COMPOSED
+    + r"""
   const el = this;
   const cut = s => (s || '').replace(/\s+/g, ' ').trim().slice(0, 300);
   const root = el.getRootNode();
@@ -41,7 +45,7 @@ function (mode) {
   const labels = [el.getAttribute('aria-label'), labelled, ...[...(el.labels || [])].map(l => l.textContent),
                   el.getAttribute('title'), el.getAttribute('alt'), el.localName === 'input' ? el.value : '',
                   ...[...el.querySelectorAll('img[alt]')].slice(0, 5).map(i => i.alt)].map(cut).filter(Boolean);
-  const visible = cut(el.innerText === undefined ? el.textContent : el.innerText);
+  const visible = cut(composed.text(el, 2000));
   const tag = el.localName;
   const type = (el.getAttribute('type') || '').toLowerCase();
   const typeOf = b => (b.getAttribute('type') || '').toLowerCase();
@@ -49,7 +53,9 @@ function (mode) {
       || (b.localName === 'input' && ['submit', 'image'].includes(typeOf(b)));
   const textEntry = tag === 'input' && !['button', 'submit', 'image', 'reset', 'checkbox', 'radio', 'file', 'hidden',
       'range', 'color'].includes(type);
-  const form = el.form || el.closest('form');
+  // A form past a shadow boundary is not the control's form owner (the browser does not submit it), but a web
+  // component's submit button submits the form around its host by script: it is read as that form's.
+  const form = el.form || composed.closest(el, 'form');
   let commitsForm = false;
   if (mode === 'click' || mode === 'space') commitsForm = !!form && isSubmit(el);
   if (mode === 'enter') commitsForm = !!form && (isSubmit(el) || textEntry);
@@ -58,7 +64,8 @@ function (mode) {
       || form.hasAttribute('onchange') || form.hasAttribute('oninput'));
   let formRead = null;
   if (form) {
-    const controls = [...form.elements].slice(0, 500);
+    const inside = composed.all('button,input,select,textarea', composed.roots(form).slice(1));
+    const controls = [...new Set([...form.elements, ...inside])].slice(0, 500);
     const describe = c => [c.getAttribute('aria-label'), c.innerText, c.localName === 'input' ? c.value : '',
                            c.getAttribute('title'), ...[...(c.labels || [])].map(l => l.textContent)]
                           .map(cut).filter(Boolean);
@@ -73,8 +80,8 @@ function (mode) {
           .some(t => t.startsWith('cc-'))),
     };
   }
-  const link = el.closest('a[href]');
-  const hover = !!el.closest(
+  const link = composed.closest(el, 'a[href]');
+  const hover = !!composed.closest(el,
       '[onpointerover],[onpointerenter],[onmouseover],[onmouseenter],[onpointerdown],[onmousedown]');
   const options = tag === 'select' ? [...el.options].slice(0, 500).map(o => [cut(o.label), cut(o.value)]) : [];
   const implicit = tag === 'a' && el.hasAttribute('href') ? 'link'
@@ -85,9 +92,12 @@ function (mode) {
           form: formRead, href: link ? link.href : '', hover, options, textEntry, origin: location.origin};
 }
 """
+)
 
-BY_ROLE_AND_NAME = r"""
-((role, name, limit) => {
+BY_ROLE_AND_NAME = (
+    "((role, name, limit) => {"
+    + COMPOSED
+    + r"""
   const loose = s => (s || '').replace(/\p{Cf}/gu, '').replace(/\s+/g, ' ').trim().toLowerCase();
   const implicit = {
     button: 'button,input[type=button],input[type=submit],input[type=reset],input[type=image]',
@@ -103,20 +113,18 @@ BY_ROLE_AND_NAME = r"""
     const byIds = (el.getAttribute('aria-labelledby') || '').split(/\s+/).filter(Boolean)
         .map(id => ((root.getElementById ? root.getElementById(id) : null) || {}).textContent || '').join(' ');
     return el.getAttribute('aria-label') || byIds || [...(el.labels || [])].map(l => l.textContent).join(' ')
-        || el.innerText || el.value || el.getAttribute('alt') || el.getAttribute('title')
+        || composed.text(el, 300) || el.value || el.getAttribute('alt') || el.getAttribute('title')
         || el.getAttribute('placeholder') || '';
   };
   const wanted = loose(name), found = [];
-  const roots = [document];
-  for (let i = 0; i < roots.length && found.length < limit; i++) {
-    for (const el of roots[i].querySelectorAll('*')) {
-      if (el.shadowRoot) roots.push(el.shadowRoot);
-      if (found.length < limit && el.matches(selector) && loose(nameOf(el)) === wanted) found.push(el);
-    }
+  for (const el of composed.all(selector)) {
+    if (loose(nameOf(el)) === wanted) found.push(el);
+    if (found.length >= limit) break;
   }
   return found;
 })
 """
+)
 
 FOCUSED = r"""
 (() => {
@@ -134,8 +142,10 @@ FOCUSED = r"""
 })()
 """
 
-AT_POINT = r"""
-((x, y) => {
+AT_POINT = (
+    "((x, y) => {"
+    + COMPOSED
+    + r"""
   let doc = document, el = document.elementFromPoint(x, y);
   for (let i = 0; el && i < 64; i++) {
     if (el.shadowRoot) {
@@ -155,10 +165,13 @@ AT_POINT = r"""
     break;
   }
   if (!el) return null;
-  const control = el.closest('button,a[href],input,select,textarea,summary,label,[role],[onclick],[tabindex]');
+  // The control it is part of, past the shadow boundary: a web component's inner part activates its host.
+  const control = composed.closest(el,
+      'button,a[href],input,select,textarea,summary,label,[role],[onclick],[tabindex]');
   return control || el;
 })
 """
+)
 
 
 @dataclass(frozen=True)
@@ -251,11 +264,13 @@ async def read_commit(probe: PageProbe, action: Action, element: Element | None,
 async def _by_role_and_name(probe: PageProbe, frame: FrameContext, element: Element) -> list[dict[str, Any]]:
     """The frame's live elements with the element's role and name (whitespace and case aside).
 
-    The browser's accessibility tree first. It answers only once the frame's rendering is up to date, which a
+    The browser's accessibility tree first, by every Chromium role the element's role word covers (a `textbox` may
+    be a date field, `runtime/roles.py`). It answers only once the frame's rendering is up to date, which a
     minimized window may never be: after `AX_WAIT` the frame's DOM is searched instead, with the name computed the
     simple way (aria-label, labelledby, labels, content, value, alt, title, placeholder)."""
+    queries = [probe.query_ax(frame, role) for role in sorted(chromium_roles(element.role))]
     try:
-        nodes = await asyncio.wait_for(probe.query_ax(frame, element.role), AX_WAIT)
+        found = await asyncio.wait_for(asyncio.gather(*queries), AX_WAIT)
     except TimeoutError:
         return await _by_dom(probe, frame, element)
     except CDPError:
@@ -263,6 +278,7 @@ async def _by_role_and_name(probe: PageProbe, frame: FrameContext, element: Elem
     wanted = loose(element.name)
     matching = [
         (node["backendDOMNodeId"], name)
+        for nodes in found
         for node in nodes
         if not node.get("ignored")
         and "backendDOMNodeId" in node

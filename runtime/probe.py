@@ -14,23 +14,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.cdp import CDPConnection, CDPError
+from runtime.composed import COMPOSED, page_text
+from runtime.roles import chromium_roles
 
 LOST = re.compile(r"session|target|closed", re.I)  # Chromium's words when the attached target is gone
 NO_CONTEXT = re.compile(r"Cannot find context", re.I)  # Chromium's words for an execution context that is gone
 CAPTCHA_FRAME = re.compile(r"captcha|recaptcha|hcaptcha|turnstile|challenges\.cloudflare", re.I)
 
-STRUCTURE_JS = r"""
-(() => {
+STRUCTURE_JS = (
+    "(() => {"
+    + COMPOSED
+    + r"""
   // One frame's document, open shadow roots included (a login form in a web component is still a login form).
-  const roots = [document];
-  let seen = 0;
-  for (let i = 0; i < roots.length && seen < 300000; i++) {
-    const walker = document.createTreeWalker(roots[i], NodeFilter.SHOW_ELEMENT);
-    for (let el = walker.nextNode(); el && seen++ < 300000; el = walker.nextNode()) {
-      if (el.shadowRoot) roots.push(el.shadowRoot);
-    }
-  }
-  const all = sel => roots.flatMap(root => [...root.querySelectorAll(sel)]);
+  const roots = composed.roots(document);
+  const all = selector => composed.all(selector, roots);
   const visible = el => !!(el.offsetWidth || el.offsetHeight || el.getClientRects().length);
   const fields = all('input:not([type=hidden]),select,textarea');
   const words = el => ['name', 'id', 'placeholder', 'aria-label'].map(a => el.getAttribute(a) || '').join(' ');
@@ -49,6 +46,7 @@ STRUCTURE_JS = r"""
   };
 })()
 """
+)
 
 
 @dataclass(frozen=True)
@@ -319,7 +317,8 @@ class PageProbe:
 
     async def text(self, limit: int = 200_000) -> str:
         """The Page's rendered text across its frames, the top document first, at most `limit` characters in all:
-        what the user reads on the Page includes what its iframes show (text in a frame is the Page's text)."""
+        what the user reads on the Page includes what its iframes and open shadow roots show (text in a frame or a
+        web component is the Page's text), in the order it is shown (`runtime/composed.py`)."""
         frames = await self.frames()
         if not frames or not frames[0].top:
             raise CDPError("probe could not read the top document")
@@ -329,7 +328,7 @@ class PageProbe:
             if left <= 0:
                 break
             try:
-                part = await self.evaluate_in(frame, f"(document.body ? document.body.innerText : '').slice(0, {left})")
+                part = await self.evaluate_in(frame, page_text(left))
             except CDPError:
                 if frame.top:
                     raise
@@ -339,13 +338,25 @@ class PageProbe:
         return "\n".join(parts)
 
     async def ax_nodes(self, role: str, name: str | None) -> list[dict[str, Any]]:
-        """Accessibility nodes matching role (and exact accessible name), from the browser's own AX tree."""
-        return [n for n in await self.query_ax(await self._top(), role, name) if not n.get("ignored")]
+        """Accessibility nodes of the top document with `role` and exactly `name`, from the browser's own AX tree, in
+        the tree's order. `role` is the one vocabulary's word (`runtime/roles.py`), the word an observation shows: a
+        `textbox` is also a date, time or colour field, which Chromium calls `Date`, `InputTime`, `ColorWell`."""
+        top = await self._top()
+        roles = chromium_roles(role)
+        if len(roles) > 1 and name:
+            # One query by name, the roles picked here, so the nodes stay in the tree's order (`Frame.ordinal` counts
+            # in it). An empty name matches every nameless node of the Page: then one query per role instead.
+            nodes = [n for n in await self.query_ax(top, None, name) if _role(n) in roles]
+        else:
+            nodes = [n for theirs in sorted(roles) for n in await self.query_ax(top, theirs, name)]
+        return [n for n in nodes if not n.get("ignored")]
 
-    async def query_ax(self, frame: FrameContext, role: str, name: str | None = None) -> list[dict[str, Any]]:
+    async def query_ax(self, frame: FrameContext, role: str | None, name: str | None = None) -> list[dict[str, Any]]:
         """`Accessibility.queryAXTree` under the frame's document as the probe's world holds it (asked once per
-        world; a held document that went away is asked for again, once)."""
-        params: dict[str, Any] = {"objectId": await self.document(frame), "role": role}
+        world; a held document that went away is asked for again, once). `role` is Chromium's own word."""
+        params: dict[str, Any] = {"objectId": await self.document(frame)}
+        if role is not None:
+            params["role"] = role
         if name is not None:
             params["accessibleName"] = name
         try:
@@ -410,6 +421,10 @@ class PageProbe:
                 await self._cdp.send("Target.detachFromTarget", {"sessionId": session})
 
 
+def _role(node: dict[str, Any]) -> str:
+    return str((node.get("role") or {}).get("value", ""))
+
+
 def ax_property(node: dict[str, Any], name: str) -> Any:
     for prop in node.get("properties", []):
         if prop.get("name") == name:
@@ -418,16 +433,15 @@ def ax_property(node: dict[str, Any], name: str) -> Any:
 
 
 async def read_preview(cdp: CDPConnection, target_id: str, chars: int = 160, timeout: float = 2.0) -> str:
-    """The first words of a Page's text, for the Page Context. Untrusted content, shown as data.
+    """The first words of a Page's text (its top document's, open shadow roots included, as `PageProbe.text` reads
+    it), for the Page Context. Untrusted content, shown as data.
 
     Best effort and briefly bounded: a Page in the middle of a navigation may not answer, and a model request
     must not wait for it (the preview is then empty).
     """
     probe = PageProbe(cdp, target_id, watch_dialogs=False)
     # Cut on a code-point boundary: a slice through a surrogate pair would leave half a character.
-    expression = (
-        f"(document.body ? document.body.innerText : '').slice(0, {chars * 2}).replace(/[\\uD800-\\uDBFF]$/, '')"
-    )
+    expression = f"{page_text(chars * 2)}.replace(/[\\uD800-\\uDBFF]$/, '')"
     try:
         text = await asyncio.wait_for(probe.evaluate(expression), timeout)
     except (TargetGone, CDPError, TimeoutError):

@@ -27,7 +27,8 @@ from runtime.commands.base import Outcome
 from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.mcp.server import ComputerUseServer
-from runtime.models import Action
+from runtime.models import Action, Assertion
+from runtime.probe import PageProbe
 from runtime.reasons import ReasonCode
 from runtime.service import ComputerUseService
 from runtime.session import ComputerSession, Frame
@@ -112,6 +113,24 @@ class SwitchBackendOnFailure(ComputerUseService):
             again = next((e for e in snapshot.elements if (e.role, e.name) == (element.role, element.name)), None)
         retry = action.model_copy(update={"ref": again.ref}) if again is not None else action
         await asyncio.wait_for(fallback.backend.act(retry, again), self.settings.act_timeout)
+
+
+class LightDomProbe(PageProbe):
+    """Reads the Page's text as verify once did: each frame's `document.body.innerText`, which leaves out every open
+    shadow root's text (and places slotted text where the light DOM has it, not where it is shown)."""
+
+    async def text(self, limit: int = 200_000) -> str:
+        light = f"(document.body ? document.body.innerText : '').slice(0, {limit})"
+        parts = [await self.evaluate_in(frame, light) for frame in await self.frames()]
+        return "\n".join(part or "" for part in parts)[:limit]
+
+
+class LightDomVerify(ComputerUseService):
+    """Checks `text_present` / `text_absent` against the light DOM's text only (the shadow DOM parity control)."""
+
+    async def _verify(self, session: ComputerSession, assertion: Assertion) -> Outcome:
+        session.probe.__class__ = LightDomProbe  # the session's own probe, its text read replaced
+        return await super()._verify(session, assertion)
 
 
 class UnscopedGateway(ScopedGateway):
@@ -223,6 +242,7 @@ SABOTAGE: dict[str, Sabotage] = {
     "bring_to_front": Sabotage(service_type=BringToFront),
     "answer_dialogs": Sabotage(service_type=AnswerDialogs),
     "switch_backend_on_failure": Sabotage(service_type=SwitchBackendOnFailure),
+    "light_dom_verify": Sabotage(service_type=LightDomVerify),
     "gateway_unscoped": Sabotage(gateway_factory=UnscopedGateway),
     "expose_upstream_tools": Sabotage(server_change=expose_upstream_tool),
     "light_dom_ref_check": Sabotage(backends={"open_claude_chrome": LightDomRefBackend}),

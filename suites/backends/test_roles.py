@@ -1,5 +1,5 @@
-"""One role vocabulary on every backend (`backends.common.roles`), against real Chromium: the roles the backends'
-tables once disagreed on, listed alike.
+"""One role vocabulary on every backend (`runtime.roles`, which verify takes too), against real Chromium: the roles
+the backends' tables once disagreed on, listed alike.
 
 `@playwright/mcp` computes ARIA roles itself; chrome-devtools-mcp and open_claude_chrome read Chromium's accessibility
 tree, which calls a colour field `ColorWell`, a date field `Date`, an image `image`. Before the tables were one,

@@ -23,7 +23,9 @@ TIMEOUT = aiohttp.ClientTimeout(total=10)
 EXAMPLE_QUERY = {"/catalogue/product": "?sku=" + catalogue.PRODUCTS[0].sku}
 """GET routes that need a query string to show their page."""
 
-GET_PAGES = [r for r in ROUTES if r.method == "GET" and not r.stall]
+SCRIPTS = [r for r in ROUTES if r.method == "GET" and r.path.endswith(".js")]
+"""A page's own script, served beside it (the `shadow` app builds both of its pages from one)."""
+GET_PAGES = [r for r in ROUTES if r.method == "GET" and not r.stall and r not in SCRIPTS]
 HELD_GETS = [r for r in ROUTES if r.method == "GET" and r.stall]
 WRITES = [r for r in ROUTES if r.write]
 ATTACKER = [r for r in ROUTES if r.attacker]
@@ -114,6 +116,18 @@ async def test_every_get_route_answers_200_with_whole_html_on_loopback_only(
     assert not re.search(r"""(?:src|href|action|srcset)\s*=\s*["']?//""", text), "protocol-relative URL"
 
 
+@pytest.mark.parametrize("route", SCRIPTS, ids=route_id)
+async def test_every_script_route_answers_200_with_javascript_that_loads_nothing_foreign(
+    fixture_server: FixtureServer, http: aiohttp.ClientSession, route: Route
+) -> None:
+    status, content_type, text = await get_page(http, fixture_server.url(route.path))
+
+    assert status == 200
+    assert content_type == "text/javascript"
+    assert re.findall(r"https?://[^\s\"'<>()`]+", text) == []
+    assert "attacker" not in text.lower()
+
+
 PER_LOAD = re.compile(r'(?<=name="page_nonce" value=")[0-9a-f]{16}(?=")')
 """The dom_form's per-load Page nonce (the ledger's attribution of a write to its Page)."""
 
@@ -195,7 +209,7 @@ async def test_every_write_route_records_exactly_one_ledger_row_per_post(
 
 
 async def test_get_routes_record_no_ledger_rows(fixture_server: FixtureServer, http: aiohttp.ClientSession) -> None:
-    for route in GET_PAGES:
+    for route in GET_PAGES + SCRIPTS:
         status, _, _ = await get_page(http, fixture_server.url(path_of(route)))
         assert status == 200
     for route in HELD_GETS:

@@ -163,6 +163,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req("honesty:target-lost", "release-proof-failure-honesty", "a crashed or closed Page is target_lost"),
     _req("honesty:verification-failed", "verify", "an assertion that does not hold is verification_failed"),
+    _req(
+        "parity:shadow-dom",
+        "verify",
+        "every command answers alike on a page built in open shadow roots and on the same page in the light DOM "
+        "(observe's text, verify's text, element state and count checks, the preview), as the lab reads the app",
+    ),
     *(
         _req(
             f"parity:{name}",
@@ -527,6 +533,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "untrusted-by-construction",
         "the element is re-read just before the input; a control that can rename "
         "itself under the pointer is refused with 0 writes",
+    ),
+    _req(
+        "policy:shadow-dom",
+        "untrusted-by-construction",
+        "a sensitive control inside an open shadow root is needs_user by ref, as the same control in the light DOM, "
+        "0 writes",
     ),
     _req(
         "policy:navigation",

@@ -34,8 +34,9 @@ errors they let through) are optional extras it imports lazily."""
 HOST_MAY_IMPORT = RUNTIME_MAY_IMPORT - {"backends"} | {"host", "anthropic", "openai", "httpx2"}
 
 
-BACKEND_INTERFACE = ("runtime.backend", "runtime.cdp", "runtime.models")
-"""All a backend may use of the runtime: what a third-party backend, installed beside it, would build on."""
+BACKEND_INTERFACE = ("runtime.backend", "runtime.cdp", "runtime.models", "runtime.roles")
+"""All a backend may use of the runtime: what a third-party backend, installed beside it, would build on (the role
+vocabulary included: an observation's role words are the ones verify takes)."""
 
 
 def imports(folder: str, whole: bool = False) -> dict[str, set[str]]:

@@ -1,6 +1,7 @@
 """The two readers of Chromium's accessibility tree (chrome-devtools-mcp's parser with the shared normalizer, and
-open_claude_chrome's own walk) list one tree alike, in the one role vocabulary of `backends.common.roles`: the roles
-their separate tables once disagreed on (`ColorWell`, `gridcell`, `blockquote`, `image`) included."""
+open_claude_chrome's own walk) list one tree alike, in the one role vocabulary of `runtime.roles`: the roles their
+separate tables once disagreed on (`ColorWell`, `gridcell`, `blockquote`, `image`) included. The runtime's own reads
+of that tree (verify's element checks) take the same words back to Chromium's."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from typing import Any
 import pytest
 
 from backends.chrome_devtools_mcp.snapshot import parse_tree
-from backends.common import normalize, roles
+from backends.common import normalize
+from backends.common import roles as backend_roles
 from backends.open_claude_chrome import accessibility
 from backends.open_claude_chrome.accessibility import AXItem, PageRead
+from runtime import roles
 
 pytestmark = pytest.mark.req("adapter:one-role-vocabulary")
 
@@ -69,3 +72,13 @@ def test_both_readers_consult_the_one_vocabulary() -> None:
     for table in ("INTERACTIVE_ROLES", "CHECKABLE_ROLES", "VALUE_ROLES", "NAMED_TEXT_ROLES", "LIVE_ROLES"):
         assert getattr(normalize, table) is getattr(roles, table), table
         assert getattr(accessibility, table) is getattr(roles, table), table
+        assert getattr(backend_roles, table) is getattr(roles, table), table
+
+
+def test_a_role_word_of_an_observation_covers_every_chromium_role_that_lists_as_it() -> None:
+    assert roles.chromium_roles("textbox") == {"textbox", "ColorWell", "Date", "DateTime", "InputTime"}
+    assert roles.chromium_roles("img") == {"img", "image"}
+    assert roles.chromium_roles("checkbox") == {"checkbox"}
+    for theirs, ours in roles.CHROMIUM_ROLES.items():
+        assert theirs in roles.chromium_roles(ours)
+        assert {roles.shared_role(role) for role in roles.chromium_roles(ours)} == {ours}
