@@ -47,7 +47,8 @@ class Requirement:
 
 def _reasons() -> Iterable[Requirement]:
     texts = {
-        ReasonCode.invalid_arguments: "malformed arguments, an empty assertion or an unknown ref answer with it",
+        ReasonCode.invalid_arguments: "malformed arguments, an empty assertion or an unknown ref answer with it; so "
+        "does an action the backend cannot express, with its advice as the hint",
         ReasonCode.invalid_capability: "a missing, forged, replayed or cross-connection token, or an unauthorized "
         "Page, answers with it before any backend call",
         ReasonCode.ambiguous_page: "a relation word naming no or several authorized Pages answers with it",
