@@ -18,6 +18,7 @@ import pytest
 
 from fixtures_sites.server import FixtureServer
 from suites.harness import Agent, Desk, ref_of
+from suites.honesty.variants import report_success_for
 from suites.parity.ledger import diverges
 from suites.proofs import assert_handed_over, assert_no_writes
 
@@ -119,6 +120,45 @@ async def test_the_no_write_check_catches_a_runtime_whose_policy_reads_type_with
     await sent
     with pytest.raises(AssertionError, match="real writes"):
         assert_no_writes(fixture_server)
+
+
+async def submit_an_expense_the_server_holds(desk: Desk, agent: Agent, server: FixtureServer) -> Any:
+    """On /stall/: type the expense's description with submit while the server holds the form's POST past the act
+    bound; the act's answer, once the write has arrived (then the held answer is let go)."""
+    desk.runtime.service.settings.act_timeout = 2.0
+    seen = await agent.observe(page="left")
+    held = server.stall("/stall/write")  # registered before acting
+    result = await agent.act(seen, type="type", ref=ref_of(seen, '"Description"'), text="Taxi", submit=True)
+    await held.started()  # the write arrived: the submit happened, its answer did not
+    held.release(text="<title>Expense submitted</title>", content_type="text/html")
+    return result
+
+
+def assert_timed_out_honestly(result: Any) -> None:
+    assert result.status != "ok", f"reported success: {result}"
+    assert result.reason_code == "timeout", result
+    assert "may have partly happened" in result.message, result
+
+
+@pytest.mark.req("action:type-submit", "honesty:timeout", "reason:timeout")
+async def test_a_type_with_submit_whose_submit_does_not_finish_in_time_is_a_timeout_that_may_have_partly_happened(
+    one_page_desk: Callable[[str], Awaitable[Desk]], agent: Agent, fixture_server: FixtureServer
+) -> None:
+    desk = await one_page_desk("/stall/")
+    assert_timed_out_honestly(await submit_an_expense_the_server_holds(desk, agent, fixture_server))
+    assert_exactly_one_write(fixture_server, "/stall/write")
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("action:type-submit", "honesty:timeout")
+async def test_the_honesty_check_catches_a_runtime_that_reports_a_type_with_submit_cut_short_as_done(
+    one_page_desk: Callable[[str], Awaitable[Desk]], agent: Agent, fixture_server: FixtureServer
+) -> None:
+    desk = await one_page_desk("/stall/")
+    report_success_for(desk.runtime, "timeout")
+    result = await submit_an_expense_the_server_holds(desk, agent, fixture_server)
+    with pytest.raises(AssertionError, match="reported success"):
+        assert_timed_out_honestly(result)
 
 
 def assert_enter_reached_no_other_field(server: FixtureServer) -> None:
