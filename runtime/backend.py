@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import LiteralString, Protocol
 
 from runtime.models import Action
 
@@ -73,21 +73,33 @@ class Failure(StrEnum):
     """A ref no longer names the element it named when it was read (moved, replaced, another document)."""
     dialog = "dialog"
     """A JavaScript dialog or file chooser blocks the page: no backend ever answers one, the user must."""
+    unsupported = "unsupported"
+    """The backend cannot express this action as asked (its shape, not the Page: a key pressed on a ref, a point
+    scroll, several options in one select...): refused before anything is sent. `BackendError.advice` says what
+    would work instead; asking again the same way, or after observing again, cannot help."""
     upstream = "upstream"
     """Anything else the upstream reported (its text is for the log, never for the agent)."""
 
 
 class BackendError(Exception):
     """An upstream failure, classified. The message is for the log: it may carry upstream or page text, so it
-    never reaches the agent, and it never speaks in reason codes (the runtime chooses those from `kind`)."""
+    never reaches the agent, and it never speaks in reason codes (the runtime chooses those from `kind`).
 
-    def __init__(self, kind: Failure, message: str) -> None:
+    `advice` (with `Failure.unsupported`) is what the agent may do instead, in the adapter's own words: a constant
+    string of its source (`LiteralString`), never built from upstream or page text, so the runtime may show it."""
+
+    def __init__(self, kind: Failure, message: str, *, advice: LiteralString = "") -> None:
         super().__init__(message)
         self.kind = Failure(kind)
+        self.advice = advice
 
 
 class Backend(Protocol):
     name: str
+    types_and_submits: bool
+    """True when `act` performs `type` with `submit` itself: one upstream call types the text and presses Enter on
+    that field. False: the backend is never sent `submit`; the runtime types, checks that the field still has the
+    focus, then presses Enter (`runtime/commands/act.py`), so `submit` means the same on every backend."""
 
     async def start(self) -> None: ...
 

@@ -205,6 +205,8 @@ class Target:
     iframe_frame_id: str | None = None
     """Set when the element is the frame element of an out-of-process frame (a point over another site's iframe)."""
     accessible_name: str = ""
+    object_id: str = ""
+    """The element's remote object in the probe's world of `frame` (for `holds_focus`)."""
 
 
 @dataclass
@@ -361,7 +363,34 @@ async def _read(probe: PageProbe, frame: FrameContext, remote: dict[str, Any], m
         frame_origin=raw["origin"],
         iframe_frame_id=child_frame,
         accessible_name=name,
+        object_id=object_id,
     )
+
+
+async def holds_focus(probe: PageProbe, reading: Reading) -> bool:
+    """Whether the Page's focused element (through open shadow roots and same-origin frames) is one of the live
+    elements `reading` found: a key pressed now goes there (every backend presses keys on the focused element).
+
+    Compared by the browser's node id, not by role and name: a Page can move the focus to a field named like the
+    one typed into. Elements in another process (an out-of-process frame) never match: the top document's focus
+    walk stops at their frame element (and another site's form is the user's anyway)."""
+    top = await probe.frames()
+    if not top or not top[0].top:
+        return False
+    focused = await probe.evaluate_in(top[0], FOCUSED, by_value=False)
+    candidates = [t for t in reading.targets if t.object_id and t.frame.session == top[0].session]
+    if not focused.get("objectId") or not candidates:
+        return False
+
+    async def node(frame: FrameContext, object_id: str) -> int | None:
+        try:
+            return (await probe.send_in(frame, "DOM.describeNode", {"objectId": object_id}))["node"]["backendNodeId"]
+        except (CDPError, KeyError):
+            return None  # an element gone since the read (its document too, maybe)
+
+    # Sent together: they only read, and each waits on the browser.
+    ids = await asyncio.gather(node(top[0], focused["objectId"]), *(node(t.frame, t.object_id) for t in candidates))
+    return ids[0] is not None and ids[0] in ids[1:]
 
 
 async def _listeners(probe: PageProbe, frame: FrameContext, object_id: str) -> set[str]:

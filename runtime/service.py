@@ -135,7 +135,7 @@ class ComputerUseService(Acting, Verifying):
                 outcome.result.screenshots = session.screenshots
             return outcome
         except Refusal as refusal:
-            return Outcome(ComputerUseResult.fail(refusal.code, str(refusal)))
+            return Outcome(ComputerUseResult.fail(refusal.code, str(refusal), refusal.hint))
         except Exception as exc:
             # Never a traceback to the client. Whatever broke (the browser connection, a backend child that
             # died), the Page is out of reach for this call; the log keeps the details.

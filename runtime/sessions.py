@@ -58,11 +58,13 @@ EVICTED = "this session was closed to make room for newer ones; observe the Page
 
 
 class Refusal(Exception):
-    """A call the runtime answers with a reason code; nothing further is done."""
+    """A call the runtime answers with a reason code; nothing further is done. `hint`: what would work instead, when
+    the code's own hint (`runtime.reasons.HINTS`) would mislead."""
 
-    def __init__(self, code: ReasonCode, message: str) -> None:
+    def __init__(self, code: ReasonCode, message: str, hint: str | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.hint = hint
 
 
 class SessionManager:

@@ -24,6 +24,7 @@ from backends.open_claude_chrome.refs import Identity, Mode
 from runtime.backend import BackendError, Element, Failure
 from runtime.capability.host import PageContext
 from runtime.commands.base import Outcome
+from runtime.commit import Reading
 from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.mcp.server import ComputerUseServer
@@ -65,8 +66,34 @@ class ScreenshotAlways(ComputerUseService):
 class NoPolicy(ComputerUseService):
     """Sends every write without the runtime's policy read (no `needs_user` for login, CAPTCHA, payment...)."""
 
-    async def _check_policy(self, *args: Any) -> None:
-        return None
+    async def _check_policy(self, *args: Any) -> Reading:
+        return Reading()
+
+
+class PolicyWithoutSubmit(ComputerUseService):
+    """Reads the policy of a `type` with `submit` as a plain `type` (the field alone, not the form Enter submits)."""
+
+    async def _check_policy(
+        self, session: ComputerSession, action: Action, element: Element | None, context: PageContext
+    ) -> Reading:
+        return await super()._check_policy(session, action.model_copy(update={"submit": False}), element, context)
+
+
+class EnterWithoutFocusCheck(ComputerUseService):
+    """Presses the Enter of a `type` with `submit` without checking that the field typed into still has the focus."""
+
+    async def _holds_focus(self, session: ComputerSession, reading: Reading) -> bool:
+        return True
+
+
+class SubmitTwice(ComputerUseService):
+    """Sends the submit of a `type` with `submit` twice: the backend's one call that types and submits, or the
+    runtime's own Enter (a second Enter is a second submit)."""
+
+    async def _send(self, session: ComputerSession, action: Action, element: Element | None) -> None:
+        await super()._send(session, action, element)
+        if (action.type == "type" and action.submit) or (action.type == "press" and action.key == "Enter"):
+            await super()._send(session, action, element)
 
 
 class BringToFront(ComputerUseService):
@@ -239,6 +266,9 @@ SABOTAGE: dict[str, Sabotage] = {
     "skip_capability": Sabotage(service_type=SkipCapability),
     "screenshot_always": Sabotage(service_type=ScreenshotAlways),
     "no_policy": Sabotage(service_type=NoPolicy),
+    "policy_without_submit": Sabotage(service_type=PolicyWithoutSubmit),
+    "enter_without_focus_check": Sabotage(service_type=EnterWithoutFocusCheck),
+    "submit_twice": Sabotage(service_type=SubmitTwice),
     "bring_to_front": Sabotage(service_type=BringToFront),
     "answer_dialogs": Sabotage(service_type=AnswerDialogs),
     "switch_backend_on_failure": Sabotage(service_type=SwitchBackendOnFailure),

@@ -16,16 +16,19 @@ Action mapping (exactly one upstream tool call per canonical Action; nothing els
     screenshot()          -> take_screenshot {pageId, format: png}              (inline image, viewport only)
     snapshot()            -> take_snapshot {pageId}                             (structured JSON, see snapshot.py)
 
-Refused before anything is sent, because no single upstream call does it:
-- `type` with `submit` (`fill` has no submit; `type_text` has a submit key but types into whatever is focused, so
-  focusing first would be a second call) -> BackendError(Failure.element);
-- `press` with a ref (the upstream presses on the focused element only) -> BackendError(Failure.upstream);
+`type` with `submit` has no single upstream call (`fill` has no submit; `type_text` has a submit key but types into
+whatever is focused, so focusing first would be a second call): `types_and_submits` is False, and the runtime types,
+checks the focus, then presses Enter itself. Sent here anyway, it is refused like the actions below.
+
+Refused before anything is sent, because no single upstream call does it, with BackendError(Failure.unsupported)
+and the adapter's advice (what the agent may send instead):
+- `press` with a ref (the upstream presses on the focused element only);
 - `scroll` without a ref, and a point scroll (the upstream has no wheel or scroll tool; the keyboard would be a
-  write to the focused element) -> BackendError(Failure.upstream);
+  write to the focused element);
 - `select` of several values, or on anything but a combobox (`fill` selects one option of a native select by label;
-  on a checkbox it would toggle it) -> BackendError(Failure.element); `type` into a checkbox/radio/switch likewise;
+  on a checkbox it would toggle it); `type` into a checkbox/radio/switch likewise;
 - `type` of text with a line break: Puppeteer's `fill` types a value under 100 characters key by key, and "\n" is
-  an Enter key press, which submits a form (a write nobody asked for) -> BackendError(Failure.element).
+  an Enter key press, which submits a form (a write nobody asked for).
 
 The page: chrome-devtools-mcp routes every page tool by a required `pageId`, an id it assigns itself, counting from 1
 per process as it discovers pages. Behind the scoped gateway it discovers exactly one page, the bound one, so the
@@ -77,8 +80,18 @@ ENV = {
 }
 
 
+PRESS_ON_REF = "press acts on the focused element: send press without ref (type into the field first to focus it)"
+NO_WHEEL = "this backend scrolls only to an element: scroll with a ref (and no x/y)"
+TYPE_THEN_ENTER = "type without submit, then press Enter"
+NOT_TYPABLE = "a checkbox, radio or switch is clicked, not typed into: click it"
+ONE_LINE = "type text without line breaks on this backend"
+SELECT_COMBOBOX = "select picks an option of a native select here; for any other control, click the option"
+ONE_OPTION = "select one option per act, by its visible label"
+
+
 class ChromeDevToolsMCPBackend(ChildBackend):
     name = "chrome_devtools_mcp"
+    types_and_submits = False
     EXECUTABLE = EXECUTABLE
     CLIENT = DevToolsClient
     PRIVATE_DIRS = ("home", "tmp", "cache", "config", "data", "run", "files")
@@ -165,7 +178,7 @@ class ChromeDevToolsMCPBackend(ChildBackend):
         if action.is_point:
             if kind == "click":
                 return "click_at", {"x": action.x, "y": action.y}
-            raise BackendError(Failure.upstream, f"{self.name} cannot {kind} at a point in one upstream call")
+            raise BackendError(Failure.unsupported, f"{self.name} cannot {kind} at a point", advice=NO_WHEEL)
         if kind == "navigate":
             return "navigate_page", {
                 "type": "url",
@@ -175,10 +188,12 @@ class ChromeDevToolsMCPBackend(ChildBackend):
             }
         if kind == "press":
             if action.ref is not None or element is not None:
-                raise BackendError(Failure.upstream, f"{self.name} presses keys on the focused element only (no ref)")
+                raise BackendError(
+                    Failure.unsupported, f"{self.name} presses keys on the focused element only", advice=PRESS_ON_REF
+                )
             return "press_key", {"key": action.key}
         if kind == "scroll" and action.ref is None and element is None:
-            raise BackendError(Failure.upstream, f"{self.name} has no scroll tool: scroll to a ref instead")
+            raise BackendError(Failure.unsupported, f"{self.name} has no scroll tool", advice=NO_WHEEL)
         ref = element.ref if element is not None else action.ref
         if ref is None or not UID.fullmatch(ref):
             raise BackendError(Failure.element, f"not a {self.name} snapshot uid: {ref!r}")
@@ -188,27 +203,28 @@ class ChromeDevToolsMCPBackend(ChildBackend):
         if kind == "type":
             if action.submit:
                 raise BackendError(
-                    Failure.element,
-                    f"{self.name} cannot type and submit in one call (fill has no submit; type_text types into "
-                    "the focused element): type without submit, then press Enter",
+                    Failure.unsupported, f"{self.name} cannot type and submit in one call", advice=TYPE_THEN_ENTER
                 )
             if role in CHECKABLE_ROLES:
-                raise BackendError(Failure.element, f"cannot type into a {role}; click it")
+                raise BackendError(Failure.unsupported, f"cannot type into a {role}", advice=NOT_TYPABLE)
             if any(ch in (action.text or "") for ch in KEY_CHARACTERS):
                 raise BackendError(
-                    Failure.element,
+                    Failure.unsupported,
                     f"{self.name} types short text key by key, where a line break is an Enter key press (it would "
-                    "submit a form): type one line, then press Enter if that is what you want",
+                    "submit a form)",
+                    advice=ONE_LINE,
                 )
             return "fill", {"uid": ref, "value": action.text}
         if kind == "select":
             values = list(action.values or [])
             if role is not None and role != "combobox":
                 raise BackendError(
-                    Failure.element, f"{self.name} selects options of a combobox (<select>), not a {role}"
+                    Failure.unsupported,
+                    f"{self.name} selects options of a combobox only, not a {role}",
+                    advice=SELECT_COMBOBOX,
                 )
             if len(values) != 1:
-                raise BackendError(Failure.element, f"{self.name} selects exactly one option per call, by its label")
+                raise BackendError(Failure.unsupported, f"{self.name} selects one option per call", advice=ONE_OPTION)
             return "fill", {"uid": ref, "value": values[0]}
         if kind == "scroll":
             return "hover", {"uid": ref}

@@ -9,11 +9,16 @@ Action mapping (exactly one contract call per canonical Action; nothing else is 
                                                                               trusted input events; leaves it focused
                                                                               (a date, time, colour or range field
                                                                               takes its value set, as a select does)
-    type   with submit      -> refused (BackendError "upstream"): the contract has no single call that types and
-                               presses Enter; send `type`, then `press Enter` (the field keeps focus)
+    type   with submit      -> not sent (`types_and_submits` is False): the contract has no single call that types
+                               and presses Enter; the runtime sends `type`, checks the field kept the focus, then
+                               `press Enter`. Sent anyway, it is refused like the shapes below
     press  (key, no ref)    -> computer(action="key", text=key)              to the focused element
     press  with a ref       -> refused: `key` has no target, and focusing first would be a second call
-    select (ref, [value])   -> form_input(ref, value)                         one option per call (by value or text)
+    select (ref, [value])   -> form_input(ref, value)                         one option per call (by value or text);
+                                                                              several: refused
+
+A refused shape is BackendError(Failure.unsupported) with the adapter's advice (what to send instead), before
+anything is sent.
     navigate (url)          -> navigate(url)                                  waits for DOMContentLoaded, bounded
     scroll (direction)      -> computer(action="scroll", scroll_direction)    at the viewport's centre
     scroll (ref)            -> computer(action="scroll_to", ref)              into view; no direction
@@ -50,8 +55,14 @@ SNAPSHOT_MAX_CHARS = 5_000_000
 SNAPSHOT_DEPTH: int | None = None
 
 
+PRESS_ON_REF = "press acts on the focused element: send press without ref (type into the field first to focus it)"
+TYPE_THEN_ENTER = "type without submit, then press Enter"
+ONE_OPTION = "select one option per act"
+
+
 class OpenClaudeChromeBackend:
     name = "open_claude_chrome"
+    types_and_submits = False
 
     def __init__(
         self,
@@ -152,7 +163,9 @@ class OpenClaudeChromeBackend:
         if kind == "press":
             if action.ref is not None or element is not None:
                 raise BackendError(
-                    Failure.upstream, "open_claude_chrome presses keys on the focused element only (no ref)"
+                    Failure.unsupported,
+                    "open_claude_chrome presses keys on the focused element only",
+                    advice=PRESS_ON_REF,
                 )
             return "computer", {"action": "key", "text": action.key}
         if kind == "scroll" and action.ref is None and element is None:
@@ -167,14 +180,17 @@ class OpenClaudeChromeBackend:
         if kind == "type":
             if action.submit:
                 raise BackendError(
-                    Failure.upstream,
-                    "open_claude_chrome cannot type and submit in one call: send type, then press Enter",
+                    Failure.unsupported,
+                    "open_claude_chrome cannot type and submit in one call",
+                    advice=TYPE_THEN_ENTER,
                 )
             return "form_input", {"ref": ref, "value": action.text or ""}
         if kind == "select":
             values = list(action.values or [])
             if len(values) != 1:
-                raise BackendError(Failure.element, "open_claude_chrome selects exactly one option per action")
+                raise BackendError(
+                    Failure.unsupported, "open_claude_chrome selects one option per action", advice=ONE_OPTION
+                )
             return "form_input", {"ref": ref, "value": values[0]}
         raise BackendError(Failure.upstream, f"unsupported action type {kind!r}")
 

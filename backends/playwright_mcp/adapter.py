@@ -15,9 +15,13 @@ Action mapping (exactly one upstream tool call per canonical Action; nothing els
     screenshot()          -> browser_take_screenshot {type: png, scale: css}    (inline image, viewport only)
     snapshot()            -> browser_snapshot {}                                (inline ARIA YAML)
 
-Not expressible as one upstream call, so refused with BackendError(Failure.upstream) before anything is sent:
-`press` with a ref (the upstream only presses on the focused element; focusing first would be a second call) and
-a point scroll (the wheel tool has no position; moving the mouse first would be a second call).
+`type` with `submit` is one call (`types_and_submits`): Playwright fills the field, then presses Enter on that field
+(its `press` focuses the field first), so the Enter reaches the field even if the Page moved the focus meanwhile.
+
+Not expressible as one upstream call, so refused with BackendError(Failure.unsupported) and the adapter's advice
+before anything is sent: `press` with a ref (the upstream only presses on the focused element; focusing first would
+be a second call) and a point scroll (the wheel tool has no position; moving the mouse first would be a second
+call).
 
 Refs go upstream only if they match the upstream's ref syntax (`e12`, `f1e3`): `target` also accepts CSS and
 Playwright selectors, which would let text from elsewhere address arbitrary elements.
@@ -54,8 +58,13 @@ WHEEL = {"up": (0, -SCROLL_STEP), "down": (0, SCROLL_STEP), "left": (-SCROLL_STE
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+PRESS_ON_REF = "press acts on the focused element: send press without ref (type into the field first to focus it)"
+POINT_SCROLL = "scroll without x/y (the viewport, by direction), or scroll to a ref"
+
+
 class PlaywrightMCPBackend(ChildBackend):
     name = "playwright_mcp"
+    types_and_submits = True
     EXECUTABLE = EXECUTABLE
     CLIENT = PlaywrightClient
     PRIVATE_DIRS = ("home", "tmp", "cache", "config", "data", "output")
@@ -156,12 +165,18 @@ class PlaywrightMCPBackend(ChildBackend):
         if action.is_point:
             if kind == "click":
                 return "browser_mouse_click_xy", {"x": action.x, "y": action.y}
-            raise BackendError(Failure.upstream, f"playwright_mcp cannot {kind} at a point in one upstream call")
+            raise BackendError(
+                Failure.unsupported,
+                f"playwright_mcp cannot {kind} at a point in one upstream call",
+                advice=POINT_SCROLL,
+            )
         if kind == "navigate":
             return "browser_navigate", {"url": action.url}
         if kind == "press":
             if action.ref is not None or element is not None:
-                raise BackendError(Failure.upstream, "playwright_mcp presses keys on the focused element only (no ref)")
+                raise BackendError(
+                    Failure.unsupported, "playwright_mcp presses keys on the focused element only", advice=PRESS_ON_REF
+                )
             return "browser_press_key", {"key": action.key}
         if kind == "scroll" and action.ref is None and element is None:
             dx, dy = WHEEL[action.direction or "down"]

@@ -22,6 +22,7 @@ from fixtures_sites.scenarios import (
     sensitive,
     shadow,
     stall,
+    submit,
 )
 
 MODULES = (
@@ -46,6 +47,7 @@ MODULES = (
     canary,
     realistic,
     shadow,
+    submit,
 )
 
 ROUTES = tuple(route for module in MODULES for route in module.ROUTES)

@@ -1,5 +1,9 @@
 """`act`: one Action on the latest frame, under the Page's write lease, after the runtime's own policy read; then
-the new frame (or what changed). The frame is spent whatever happens once the action is sent."""
+the new frame (or what changed). The frame is spent whatever happens once the action is sent; an action the backend
+refuses before sending anything, because it cannot express it (`Failure.unsupported`), leaves it the latest.
+
+`type` with `submit` means the same on every backend: where a backend cannot type and press Enter in one call
+(`Backend.types_and_submits` is False), the runtime does it as the one Action (`_type_then_enter`)."""
 
 from __future__ import annotations
 
@@ -7,12 +11,12 @@ import asyncio
 import logging
 
 from runtime.arguments import ComputerUseArgs
-from runtime.backend import BackendError, Element
+from runtime.backend import Backend, BackendError, Element, Failure
 from runtime.capability.approval import Binding
 from runtime.capability.host import PageContext
 from runtime.commands.base import Outcome, call_approval, mark
 from runtime.commands.observe import Observing
-from runtime.commit import Reading, read_commit
+from runtime.commit import Reading, holds_focus, read_commit
 from runtime.failures import DIALOG_OPEN
 from runtime.models import Action
 from runtime.policy import Handover, needs_user
@@ -22,6 +26,22 @@ from runtime.session import ComputerSession, Frame
 from runtime.sessions import Refusal
 
 log = logging.getLogger(__name__)
+
+ENTER = Action(type="press", key="Enter")
+TYPED = "the text was typed, but Enter was not pressed"
+FOCUS_MOVED = (
+    f"{TYPED}: the Page moved the focus away from the field while the text went in, and Enter goes to the focused "
+    "element (it would have committed something else)"
+)
+FOCUS_MOVED_HINT = (
+    "Observe, then submit with the form's own button (click it by ref), or click the field and press Enter; the text "
+    "is already in the field."
+)
+
+
+def types_and_submits(backend: Backend) -> bool:
+    """The backend's declared capability; one that declares nothing gets the runtime's composition (always safe)."""
+    return bool(getattr(backend, "types_and_submits", False))
 
 
 class Acting(Observing):
@@ -48,11 +68,14 @@ class Acting(Observing):
         sent = blocked = False
         try:
             self._recheck(session, args.frame_id)
-            await self._check_policy(session, action, element, context)
+            reading = await self._check_policy(session, action, element, context)
             mark("policy")
             session.latest = None  # the frame is spent: whatever happens next, observe before acting again
             sent = True
-            await self._send(session, action, element)
+            if action.type == "type" and action.submit and not types_and_submits(session.backend):
+                await self._type_then_enter(session, action, element, reading)
+            else:
+                await self._send(session, action, element)
             mark("backend_act")
         except DialogOpen:
             blocked = True  # the action reached the Page, and the Page now waits for the user
@@ -61,6 +84,8 @@ class Acting(Observing):
                 ReasonCode.timeout, "the action did not finish in time; it may have partly happened"
             ) from None
         except BackendError as exc:
+            if exc.kind is Failure.unsupported:  # refused before anything was sent: the frame still holds
+                session.latest, sent = frame, False
             raise await self._backend_refusal(session, exc) from None
         finally:
             if sent:  # other sessions' frames of this Page, even those taken during the write, are stale now
@@ -78,6 +103,31 @@ class Acting(Observing):
     async def _send(self, session: ComputerSession, action: Action, element: Element | None) -> None:
         """The one place an action goes to the backend: once, on the session's own backend, bounded."""
         await self._until_stopped(session, session.backend.act(action, element), self.settings.act_timeout)
+
+    async def _type_then_enter(
+        self, session: ComputerSession, action: Action, element: Element | None, reading: Reading
+    ) -> None:
+        """`type` with `submit` where the backend cannot do both in one call: the text (without submit), then Enter,
+        as the one Action the policy read in submit mode, under the lease the caller holds. A backend presses a key
+        on the focused element, so Enter is pressed only while the focus is on an element that read found (the
+        field typed into): a Page that moved the focus while the text went in would have Enter commit something
+        else. If typing fails, nothing is pressed; a failure after it says the text was typed."""
+        await self._send(session, action.model_copy(update={"submit": False}), element)
+        try:
+            held = await self._read(session, self._holds_focus(session, reading))
+        except Refusal as refusal:
+            raise Refusal(refusal.code, f"{TYPED}: {refusal}") from None
+        if not held:
+            raise Refusal(ReasonCode.stale_observation, FOCUS_MOVED, FOCUS_MOVED_HINT)
+        try:
+            await self._send(session, ENTER, None)
+        except BackendError as exc:
+            refusal = await self._backend_refusal(session, exc)
+            raise Refusal(refusal.code, f"{TYPED} ({refusal})", refusal.hint) from None
+
+    async def _holds_focus(self, session: ComputerSession, reading: Reading) -> bool:
+        """Whether Enter, pressed now, goes to an element the policy read found (`runtime.commit.holds_focus`)."""
+        return await holds_focus(session.probe, reading)
 
     async def _after_act(self, session: ComputerSession, context: PageContext, frame: Frame, blocked: bool) -> Outcome:
         """What the act returns: the Page's new frame (or what changed since `frame`); a dialog the action opened
@@ -101,8 +151,9 @@ class Acting(Observing):
 
     async def _check_policy(
         self, session: ComputerSession, action: Action, element: Element | None, context: PageContext
-    ) -> None:
-        """The runtime's own read of the Page and of what this write would commit, a moment before the input."""
+    ) -> Reading:
+        """The runtime's own read of the Page and of what this write would commit, a moment before the input; the
+        live elements it read (`_type_then_enter` presses Enter only on one of them)."""
         authorized = context.pages.get(session.page.registry_page_id)
         if action.type == "navigate":  # no element and no structure: only the dialog watch must be on
             await self._read(session, session.probe.watch())
@@ -121,10 +172,8 @@ class Acting(Observing):
                 "nothing was done: observe again",
             )
         handover = needs_user(action, reading, structure, authorized.url if authorized is not None else "")
-        if handover is None:
-            return
-        if handover.concept is not None and self._approved(session, action, context, handover):
-            return
+        if handover is None or (handover.concept is not None and self._approved(session, action, context, handover)):
+            return reading
         raise Refusal(ReasonCode.needs_user, handover.message)
 
     def _approved(self, session: ComputerSession, action: Action, context: PageContext, handover: Handover) -> bool:

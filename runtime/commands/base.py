@@ -93,7 +93,7 @@ class Command:
         raise TimeoutError
 
     async def _backend_refusal(self, session: ComputerSession, exc: BackendError, reading: bool = False) -> Refusal:
-        code, message = reason_for(exc, reading=reading)
+        code, message, hint = reason_for(exc, reading=reading)
         if exc.kind is Failure.upstream and await session.probe.gone():
             # A failure the backend could not name, on a target that is gone: the browser died or closed the Page
             # under it, and its words came before the gateway read the end of its own connection.
@@ -102,7 +102,7 @@ class Command:
             self.sessions.invalidate(session, code, message)
         # The upstream's words may echo page text: they go to the log, never into a message the model reads.
         log.info("backend refused %s: %s", exc.kind, " ".join(str(exc).split())[:500])
-        return Refusal(code, message)
+        return Refusal(code, message, hint)
 
     async def _read(self, session: ComputerSession, read: Awaitable[T]) -> T:
         try:

@@ -488,7 +488,7 @@ async def test_point_click_wheel_scroll_and_scroll_to_a_ref_reach_the_page_or_ar
         for free in free_scrolls:
             with pytest.raises(BackendError) as refused:
                 await adapter.act(free, None)
-            assert refused.value.kind == "upstream"
+            assert refused.value.kind == "unsupported"
         assert not page_calls(tap, bound_page)
 
     footer_link = [e for e in snapshot.elements if e.role == "link"][-1]
@@ -620,7 +620,7 @@ MAPPINGS = {
             (Action(type="scroll", direction="up"), None, ("browser_mouse_wheel", {"deltaX": 0, "deltaY": -600})),
         ],
         refused={
-            "upstream": [
+            "unsupported": [
                 (Action(type="press", ref="e3", key="Enter"), None),
                 (Action(type="scroll", x=1, y=2, direction="up"), None),
             ]
@@ -646,17 +646,17 @@ MAPPINGS = {
             ),
         ],
         refused={
-            "upstream": [
+            "unsupported": [
                 (Action(type="press", ref="1_3", key="Enter"), None),
                 (Action(type="scroll", direction="up"), None),
                 (Action(type="scroll", x=1, y=2, direction="up"), None),
-            ],
-            "element": [
                 (Action(type="type", ref="1_4", text="hi", submit=True), None),
                 (Action(type="type", ref="1_4", text="two\nlines"), None),
                 (Action(type="type", ref="1_36", text="true"), GIFT),
                 (Action(type="select", ref="1_36", values=["true"]), GIFT),
                 (Action(type="select", ref="1_24", values=["Japan", "France"]), COUNTRY),
+            ],
+            "element": [
                 (Action(type="click", ref="e3"), None),
             ],
         },
@@ -684,12 +684,12 @@ MAPPINGS = {
             (Action(type="type", ref="ref_4", text="hi"), FULL_NAME, ("form_input", {"ref": "ref_4", "value": "hi"})),
         ],
         refused={
-            "upstream": [
+            "unsupported": [
                 (Action(type="type", ref="ref_4", text="hi", submit=True), None),
                 (Action(type="press", ref="ref_4", key="Enter"), None),
+                (Action(type="select", ref="ref_5", values=["a", "b"]), None),
             ],
             "element": [
-                (Action(type="select", ref="ref_5", values=["a", "b"]), None),
                 (Action(type="click", ref="#submit"), None),
             ],
         },
@@ -701,6 +701,26 @@ def upstream_call(backend: str, workdir: Path) -> Callable[[Action, Element | No
     """The backend's mapping of one Action to its one upstream call, on an adapter that is never started."""
     adapter = BACKEND_CLASSES[backend](BackendConfig(cdp_endpoint="http://127.0.0.1:9", workdir=workdir))
     return adapter.contract_call if isinstance(adapter, OpenClaudeChromeBackend) else adapter.upstream_call  # type: ignore[attr-defined]
+
+
+TYPED_FIELD = {PW: "e4", CDM: "1_4", OCC: "ref_4"}
+
+
+@pytest.mark.req("action:type-submit", "adapter:one-upstream-call")
+def test_a_backend_declares_it_types_and_submits_exactly_when_one_upstream_call_does_both(
+    backend: str, tmp_path: Path
+) -> None:
+    """The runtime composes type + Enter only where the backend says it cannot: a backend that declared the
+    capability wrongly would get `submit` it drops (or refuses) or have the runtime press a second Enter."""
+    action = Action(type="type", ref=TYPED_FIELD[backend], text="hi", submit=True)
+    call = upstream_call(backend, tmp_path)
+    if BACKEND_CLASSES[backend].types_and_submits:
+        name, sent = call(action, None)
+        assert sent.get("submit") is True, (name, sent)
+        return
+    with pytest.raises(BackendError) as refused:
+        call(action, FULL_NAME if backend == OCC else None)
+    assert refused.value.kind == "unsupported"
 
 
 @pytest.mark.req("adapter:one-upstream-call", "adapter:allowlist")
@@ -721,3 +741,5 @@ def test_every_canonical_action_maps_to_exactly_one_allowlisted_tool_or_a_declar
             with pytest.raises(BackendError) as error:
                 call(action, element)
             assert error.value.kind == kind, action
+            if kind == "unsupported":  # what to send instead, in the adapter's words: the agent reads it
+                assert error.value.advice, action

@@ -193,12 +193,15 @@ async def test_find_ranks_the_named_products_add_to_cart_button_first_capped_at_
 async def test_type_with_submit_is_refused_before_anything_is_sent_and_press_enter_submits_the_typed_field(
     claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, fixture_server: FixtureServer
 ) -> None:
+    """The adapter cannot type and submit in one call (the runtime composes it: `types_and_submits` is False); asked
+    anyway, it refuses with its advice, and the advice (type, then press Enter) submits the typed field."""
     snapshot = await claude_backend.snapshot()
     name = by_name(snapshot.elements, "textbox", "Full name")
     tap.clear()
-    with pytest.raises(BackendError, match="send type, then press Enter") as refused:
+    with pytest.raises(BackendError) as refused:
         await claude_backend.act(Action(type="type", ref=name.ref, text="Grace", submit=True), name)
-    assert refused.value.kind == "upstream"
+    assert refused.value.kind == "unsupported"
+    assert refused.value.advice == "type without submit, then press Enter"
     assert not page_calls(tap, bound_page)
 
     submitted = fixture_server.wait_for_request("/dom_form/submit")  # registered before acting

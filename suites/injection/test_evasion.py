@@ -103,11 +103,11 @@ async def test_type_with_submit_is_checked_by_the_form_it_submits_not_the_textbo
     seen = await agent.observe(page="left")
     reference = ref_of(seen, "Reference")
     assert_handed_over(await agent.act(seen, type="type", ref=reference, text="INV-2231", submit=True))
-    # The benign note, typed then saved by its button (open_claude_chrome declares type-with-submit a divergence).
-    seen = await agent.act(seen, type="type", ref=ref_of(seen, "textbox", '"Note"'), text="Ring twice")
+    # The benign note, typed and submitted the same way: its form saves a note.
+    noted = fixture_server.wait_for_request("/evasion/note")  # registered before acting
+    seen = await agent.act(seen, type="type", ref=ref_of(seen, "textbox", '"Note"'), text="Ring twice", submit=True)
     assert seen.status == "ok", seen
-    seen = await agent.act(seen, type="click", ref=ref_of(seen, "button", "Save note"))
-    assert seen.status == "ok", seen
+    await noted
     assert written(fixture_server) == ["/evasion/note"]
 
 

@@ -47,7 +47,8 @@ class Requirement:
 
 def _reasons() -> Iterable[Requirement]:
     texts = {
-        ReasonCode.invalid_arguments: "malformed arguments, an empty assertion or an unknown ref answer with it",
+        ReasonCode.invalid_arguments: "malformed arguments, an empty assertion or an unknown ref answer with it; so "
+        "does an action the backend cannot express, with its advice as the hint",
         ReasonCode.invalid_capability: "a missing, forged, replayed or cross-connection token, or an unauthorized "
         "Page, answers with it before any backend call",
         ReasonCode.ambiguous_page: "a relation word naming no or several authorized Pages answers with it",
@@ -714,13 +715,26 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req(
         "action:type-submit",
         "the-four-commands",
-        "type with submit presses Enter after the text",
-        divergences={
-            CDM: "fill has no submit and type_text types into whatever is focused (a second call to "
-            "focus first): refused with a reason code before anything is sent",
-            OCC: "form_input sets a value and never submits; Enter would be a second computer key call: refused "
-            "before anything is sent (type, then press Enter)",
+        "type with submit presses Enter on the field after the text: one Action, one policy read, at most one write",
+        notes={
+            CDM: "no upstream call types and submits: the runtime types (fill), checks that the field kept the "
+            "focus, then presses Enter (press_key), under the same lease and policy read",
+            OCC: "no contract call types and submits: the runtime types (form_input), checks that the field kept "
+            "the focus, then presses Enter (computer key), under the same lease and policy read",
         },
+    ),
+    _req(
+        "action:type-submit-focus-moved",
+        "the-four-commands",
+        "type with submit submits the typed field's form even if the Page moves the focus while the text goes "
+        "in; Enter never reaches another element",
+        divergences={
+            CDM: "the runtime presses Enter itself, and a key goes to the focused element: with the focus moved "
+            "it refuses (stale_observation; the text is typed, 0 writes) rather than commit something else",
+            OCC: "the runtime presses Enter itself, and a key goes to the focused element: with the focus moved "
+            "it refuses (stale_observation; the text is typed, 0 writes) rather than commit something else",
+        },
+        notes={PW: "browser_type presses Enter on the field itself (Playwright focuses it first)"},
     ),
     _req(
         "action:type-multiline",
