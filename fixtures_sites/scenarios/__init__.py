@@ -18,6 +18,7 @@ from fixtures_sites.scenarios import (
     popup,
     port_scan,
     race,
+    realapps,
     realistic,
     sensitive,
     shadow,
@@ -46,6 +47,7 @@ MODULES = (
     canary,
     realistic,
     shadow,
+    realapps,
 )
 
 ROUTES = tuple(route for module in MODULES for route in module.ROUTES)
