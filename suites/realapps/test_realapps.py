@@ -1,0 +1,56 @@
+"""The real-apps corpus: each third-party app's task (`suites/realapps/tasks.py`) on every backend, first try only,
+with the lab's own reading of the app's state after every step."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import allure
+import pytest
+
+from fixtures_sites.server import FixtureServer
+from lab.tap import CDPTap
+from lab.workspace import Workspace
+from suites.parity.tasks import Run, run_task
+from suites.realapps.tasks import KNOWN, REQS, TASKS, step_table
+
+
+def apps() -> list[Any]:
+    """Every app; where a known runtime bug fails its task on some backends, a strict xfail there."""
+    return [
+        pytest.param(app, marks=pytest.mark.xfail_on(*KNOWN[app][0], reason=KNOWN[app][1])) if app in KNOWN else app
+        for app in TASKS
+    ]
+
+
+@pytest.mark.req(*REQS)
+@pytest.mark.parametrize("app", apps())
+async def test_a_real_app_task_passes_every_step_by_the_runtime_and_by_the_labs_own_reading(
+    app: str, backend: str, request: pytest.FixtureRequest, tap: CDPTap, workspace: Workspace,
+    fixture_server: FixtureServer,
+) -> None:  # fmt: skip
+    runs: list[Run] = []
+
+    async def script(run: Run) -> None:
+        runs.append(run)
+        await TASKS[app].script(run)
+
+    try:
+        await run_task(replace(TASKS[app], script=script), backend, tap=tap, workspace=workspace,
+                       server=fixture_server, test_id=request.node.nodeid)  # fmt: skip
+    finally:
+        table = step_table(runs[0].signature) if runs else []
+        report(app, backend, table)
+    failed = [row for row in table if not row["pass"]]
+    assert not failed, f"{app} on {backend}: steps failed: {json.dumps(failed, indent=1)[:3000]}"
+
+
+def report(app: str, backend: str, table: list[dict[str, Any]]) -> None:
+    allure.attach(json.dumps(table, indent=2, ensure_ascii=False), f"{app} on {backend}", "application/json")
+    for row in table:
+        print(
+            f"STEP {app} {backend} | {row['step']} | {'pass' if row['pass'] else 'FAIL'} | {row['status']} "
+            f"{row['reason_code']} verified={row['verified']} lab={row['lab']} | {json.dumps(row['seen'])[:300]}"
+        )
