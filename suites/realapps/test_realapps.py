@@ -4,6 +4,7 @@ with the lab's own reading of the app's state after every step."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -13,8 +14,9 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.workspace import Workspace
-from suites.parity.tasks import Run, run_task
-from suites.realapps.tasks import KNOWN, REQS, TASKS, step_table
+from suites.harness import Agent, Desk
+from suites.parity.tasks import Run, Signature, run_task
+from suites.realapps.tasks import DATATABLES, KNOWN, REQS, TASKS, Eyes, step_table
 
 
 def apps() -> list[Any]:
@@ -54,3 +56,21 @@ def report(app: str, backend: str, table: list[dict[str, Any]]) -> None:
             f"STEP {app} {backend} | {row['step']} | {'pass' if row['pass'] else 'FAIL'} | {row['status']} "
             f"{row['reason_code']} verified={row['verified']} lab={row['lab']} | {json.dumps(row['seen'])[:300]}"
         )
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("verify:text")
+async def test_the_labs_own_reading_catches_a_step_that_left_the_app_as_it_was(
+    backend: str, one_page_desk: Callable[[str], Awaitable[Desk]], agent: Agent, fixture_server: FixtureServer
+) -> None:
+    """The lab's eyes are not a formality: a step said to have searched the table, when nothing was typed, is
+    caught by the reading alone (the runtime's answer for the observe is ok)."""
+    desk = await one_page_desk("/realapps/datatables/")
+    run = Run(agent, desk, fixture_server, Signature(backend))
+    await run.observe("observe the table", page="left")
+    eyes = Eyes(run, DATATABLES)
+    assert (await eyes.see("observe the table", shown=144, search="")).holds
+    nothing = await eyes.see("search Osaka (never typed)", search="Osaka", shown=24)
+    assert not nothing.holds
+    assert (nothing.seen["search"], nothing.seen["shown"]) == ("", 144)
+    assert [row["pass"] for row in step_table(run.signature)] == [True]
