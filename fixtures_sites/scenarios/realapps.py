@@ -101,6 +101,7 @@ ROUTES = (
     *(Route("GET", f"/realapps/{app}/", page(f"realapps/{app}.html"), SCENARIO) for app in APPS),
     Route("GET", "/realapps/api/openapi.json", page("realapps/openapi.json", "application/json"), SCENARIO),
     Route("GET", "/realapps/api/orders", json_ok({"orders": []}), SCENARIO),
+    Route("GET", "/realapps/api/products", json_ok({"products": list(PRODUCTS)}), SCENARIO),
     Route("POST", "/realapps/api/orders", json_ok({"id": "PO-1001", "status": "placed"}), SCENARIO, write=True),
     Route("GET", "/realapps/data/inventory.json", inventory, SCENARIO),
     Route("GET", "/realapps/data/document.json", document, SCENARIO),

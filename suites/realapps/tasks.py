@@ -344,17 +344,36 @@ async def shoelace(run: Run) -> None:
     await eyes.see("the name holds", name="Ada Lovelace", animal="dogs")
 
 
-KNOWN = {
-    "swagger": (
-        ("playwright_mcp",),
-        "issue 28 (new): playwright_mcp refuses the click on a fresh frame's operation button as stale_observation "
-        "(its name, 'POST /realapps/api/orders ...', is the browser's 'POST /realapps /api /orders ...': <wbr> "
-        "gives a space in one computation only, and the commit read finds no element by that name)",
-    ),
-    "shoelace": (("open_claude_chrome",), "issue 28: open_claude_chrome cannot act by ref inside shadow roots"),
-}
-"""app → (the backends whose run fails on a runtime bug, the bug): a strict xfail there, so the run turns red,
-to be un-marked, the day the fix lands."""
+RAPIDOC = """(() => {
+  const root = document.querySelector('rapi-doc').shadowRoot;
+  const requests = deep(root, 'api-request');
+  return {
+    operations: requests.length,
+    schemaTabs: deep(root, 'button[data-tab=schema].active').length,
+    response: [...(requests[0]?.shadowRoot?.querySelectorAll('code') ?? [])]
+      .some((c) => c.textContent.includes('Hex nut')),
+  };
+})()"""
+
+
+async def rapidoc(run: Run) -> None:
+    """RapiDoc (a Lit web component: the whole UI in its shadow root, each operation's request and response in
+    shadow roots of their own; the long read mode): switch a response to its schema, try the first operation
+    against the local API, verify its response."""
+    eyes = Eyes(run, RAPIDOC)
+    seen = await run.observe("observe the API", page="left")
+    await eyes.see("observe the API", writes=0, operations=18, schemaTabs=0, response=False)
+    seen = await run.act(
+        seen, "show a schema", ("action:click",), type="click", ref=run.ref(seen, "button", '"SCHEMA"')
+    )
+    await eyes.see("show a schema", schemaTabs=1)
+    seen = await run.act(
+        seen, "try List products", ("action:click",), type="click", ref=run.ref(seen, "button", '"TRY"')
+    )
+    await eyes.see("try List products", response=True)
+    await run.verify(seen, "the response is shown", ("verify:text",), type="text_present", text="Hex nut")
+    await eyes.see("the response is shown", writes=0, response=True)
+
 
 REQS = ("action:type", "action:click", "action:select", "verify:text", "verify:element-state", "frames:observe-verify")
 
@@ -367,5 +386,6 @@ TASKS: dict[str, Task] = {
         Task("realapps-svelte-jsoneditor", "/realapps/svelte-jsoneditor/", REQS, svelte_jsoneditor),
         Task("realapps-tinymce", "/realapps/tinymce/", REQS, tinymce),
         Task("realapps-shoelace", "/realapps/shoelace/", REQS, shoelace),
+        Task("realapps-rapidoc", "/realapps/rapidoc/", REQS, rapidoc),
     )
 }

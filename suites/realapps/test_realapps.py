@@ -15,16 +15,23 @@ from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.workspace import Workspace
 from suites.harness import Agent, Desk
+from suites.parity.ledger import LEDGER
 from suites.parity.tasks import Run, Signature, run_task
-from suites.realapps.tasks import DATATABLES, KNOWN, REQS, TASKS, Eyes, step_table
+from suites.realapps.tasks import DATATABLES, REQS, TASKS, Eyes, step_table
 
 
 def apps() -> list[Any]:
-    """Every app; where a known runtime bug fails its task on some backends, a strict xfail there."""
-    return [
-        pytest.param(app, marks=pytest.mark.xfail_on(*KNOWN[app][0], reason=KNOWN[app][1])) if app in KNOWN else app
-        for app in TASKS
-    ]
+    """Every app, naming its requirement; where the ledger declares a backend divergent on it (a runtime bug of
+    issue 28), a strict xfail there, so the run turns red, to be un-marked, the day the fix lands."""
+    params = []
+    for app in TASKS:
+        requirement = LEDGER[f"realapps:{app}"]
+        marks = [pytest.mark.req(requirement.id)]
+        if requirement.divergences:
+            reason = "; ".join(f"{b}: {why}" for b, why in requirement.divergences.items())
+            marks.append(pytest.mark.xfail_on(*requirement.divergences, reason=reason))
+        params.append(pytest.param(app, marks=marks))
+    return params
 
 
 @pytest.mark.req(*REQS)
@@ -59,7 +66,7 @@ def report(app: str, backend: str, table: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.negative_control
-@pytest.mark.req("verify:text")
+@pytest.mark.req("realapps:datatables")
 async def test_the_labs_own_reading_catches_a_step_that_left_the_app_as_it_was(
     backend: str, one_page_desk: Callable[[str], Awaitable[Desk]], agent: Agent, fixture_server: FixtureServer
 ) -> None:
