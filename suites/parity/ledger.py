@@ -940,12 +940,17 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         for app, what, divergences in (
             (
                 "swagger",
-                "Swagger UI (React): filter, expand, Try it out, type a body, Execute (a write), verify",
+                "Swagger UI (React): filter, expand, Try it out, type a body, Execute (a write), verify, copy a path "
+                "(a control hover reveals)",
                 {
                     PW: "issue 28 (new): the commit read refuses a fresh frame's operation button as "
                     "stale_observation: Playwright names it 'POST /realapps/api/orders …', the browser's "
                     "accessibility tree 'POST /realapps /api /orders …' (a space at each <wbr>), and the names are "
                     "compared with their spaces",
+                    CDM: "issue 28 (4, 5): 'Copy path to clipboard' is 0 px wide until its row is hovered; the click "
+                    "by ref answers ok and nothing is copied (in one run it opened the row's operation instead)",
+                    OCC: "issue 28 (4, 5): 'Copy path to clipboard' is 0 px wide until its row is hovered; the click "
+                    "by ref is refused as stale_observation",
                 },
             ),
             ("datatables", "DataTables + jQuery, 144 rows: search, sort, page, page length, verify", {}),

@@ -109,7 +109,10 @@ SWAGGER = """{
   trying: Boolean(document.querySelector('.opblock.is-open .try-out__btn.cancel')),
   body: document.querySelector('.opblock.is-open textarea.body-param__text')?.value ?? null,
   placed: Boolean(document.querySelector('.opblock.is-open .responses-wrapper')?.textContent.includes('PO-1001')),
+  copied: window.labCopied ?? null,
 }"""
+LISTEN_COPY = "document.addEventListener('copy', () => { window.labCopied = String(document.getSelection()); })"
+"""The lab's ear on the clipboard: what a copy put there, read from the copy event (the page keeps no trace)."""
 ORDER = '{"sku": "NW-1090", "quantity": 12, "site": "Lyon"}'
 
 
@@ -140,6 +143,8 @@ async def swagger(run: Run) -> None:
         ref=run.ref(seen, "button", '"POST /realapps', 'Create a restock request"'),
     )
     await eyes.see("expand Create a restock request", open=["/realapps/api/orders"], trying=False)
+    seen = await run.observe("observe the operation", page="left")  # the same race as after the filter
+    await eyes.see("observe the operation", open=["/realapps/api/orders"], trying=False)
     seen = await run.act(
         seen, "Try it out", ("action:click",), type="click", ref=run.ref(seen, "button", '"Try it out"')
     )
@@ -152,6 +157,18 @@ async def swagger(run: Run) -> None:
     await eyes.see("Execute", writes=1, placed=True)
     await run.verify(seen, "the response shows the order", ("verify:text",), type="text_present", text="PO-1001")
     await eyes.see("the response shows the order", placed=True)
+    # Swagger UI reveals "Copy path to clipboard" by hover: 0 px wide until its operation's summary is hovered.
+    seen = await run.observe("observe the paths", page="left")
+    await eyes.see("observe the paths", copied=None)
+    await run.desk.workspace.evaluate(run.desk.labs["A"], LISTEN_COPY)
+    seen = await run.act(
+        seen,
+        "copy a path (a control hover reveals)",
+        ("action:click",),
+        type="click",
+        ref=run.ref(seen, "button", '"Copy path to clipboard"'),
+    )
+    await eyes.see("copy a path (a control hover reveals)", writes=1, copied="/realapps/api/orders")
 
 
 DATATABLES = """(() => {
