@@ -33,10 +33,11 @@ SERVED = {
     "datatables.net": ("js/dataTables.min.js",),
     "datatables.net-dt": ("css/dataTables.dataTables.min.css",),
     "@shoelace-style/shoelace": ("cdn/**/*.js", "cdn/**/*.css", "cdn/assets/icons/*.svg"),
+    "@ionic/core": ("dist/ionic/*.js", "dist/ionic/svg/chevron-*.svg", "css/ionic.bundle.css"),
 }
 """package → the globs of its files the apps load (bundles, their lazily loaded parts, styles, icons)."""
 
-APPS = ("swagger", "rapidoc", "jsoneditor", "svelte-jsoneditor", "tinymce", "datatables", "shoelace")
+APPS = ("swagger", "rapidoc", "jsoneditor", "svelte-jsoneditor", "tinymce", "datatables", "shoelace", "ionic")
 """Each app's host page is `pages/realapps/<app>.html`, served at `/realapps/<app>/`."""
 
 

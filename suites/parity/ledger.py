@@ -953,10 +953,26 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                     "by ref is refused as stale_observation",
                 },
             ),
-            ("datatables", "DataTables + jQuery, 144 rows: search, sort, page, page length, verify", {}),
+            (
+                "datatables",
+                "DataTables + jQuery, 144 rows: search (type + submit), sort, page, page length, verify",
+                {
+                    backend: "issue 28 (3): type with submit is refused as stale_observation ('the Page did not "
+                    "accept…'), nothing typed"
+                    for backend in (CDM, OCC)
+                },
+            ),
             ("jsoneditor", "JSONEditor (plain ES): collapse, expand, untick a boolean, search, verify", {}),
             ("svelte-jsoneditor", "svelte-jsoneditor (Svelte): toggle a boolean, text mode, verify, tree mode", {}),
             ("tinymce", "TinyMCE (editing area in an iframe): align, justify, undo, verify the iframe's text", {}),
+            (
+                "ionic",
+                "Ionic (Stencil, shadow DOM): type, a toggle, a checkbox, an accordion, verify a checkbox",
+                {
+                    OCC: "issue 28 (2): open_claude_chrome refuses the type into the name field (an input slotted "
+                    "into ion-item's shadow root) as stale_observation ('the element changed size…')",
+                },
+            ),
             (
                 "shoelace",
                 "Shoelace (Lit, shadow DOM): type, a custom select, type, open details, verify a field",

@@ -185,7 +185,13 @@ async def datatables(run: Run) -> None:
     seen = await run.observe("observe the table", page="left")
     await eyes.see("observe the table", writes=0, length=10, pages=15, shown=144, search="")
     seen = await run.act(
-        seen, "search Osaka", ("action:type",), type="type", ref=run.ref(seen, "searchbox", "Search"), text="Osaka"
+        seen,
+        "search Osaka",
+        ("action:type",),
+        type="type",
+        ref=run.ref(seen, "searchbox", "Search"),
+        text="Osaka",
+        submit=True,
     )
     await eyes.see("search Osaka", search="Osaka", shown=24, pages=3, page=0)
     seen = await run.act(
@@ -392,6 +398,60 @@ async def rapidoc(run: Run) -> None:
     await eyes.see("the response is shown", writes=0, response=True)
 
 
+IONIC = """(() => ({
+  name: document.querySelector('ion-input').value ?? '',
+  toggle: document.querySelector('ion-toggle').checked,
+  agreed: document.querySelector('ion-checkbox').checked,
+  accordion: document.querySelector('ion-accordion-group').value ?? null,
+}))()"""
+
+
+async def ionic(run: Run) -> None:
+    """Ionic (Stencil web components: the toggle, checkbox, range and accordion parts in shadow roots): type a
+    name, switch a toggle, tick a checkbox, open an accordion, verify."""
+    eyes = Eyes(run, IONIC)
+    seen = await run.observe("observe the settings", page="left")
+    await eyes.see("observe the settings", name="", toggle=False, agreed=False, accordion=None)
+    seen = await run.act(
+        seen,
+        "type the name",
+        ("action:type",),
+        type="type",
+        ref=run.ref(seen, "textbox", '"Display name"'),
+        text="Ada Lovelace",
+    )
+    await eyes.see("type the name", name="Ada Lovelace")
+    seen = await run.act(
+        seen,
+        "switch notifications on",
+        ("action:click",),
+        type="click",
+        ref=run.ref(seen, "switch", "Receive Push Notifications"),
+    )
+    await eyes.see("switch notifications on", toggle=True)
+    seen = await run.act(seen, "agree", ("action:click",), type="click", ref=run.ref(seen, "checkbox", "I agree"))
+    await eyes.see("agree", agreed=True)
+    seen = await run.act(
+        seen,
+        "open the first accordion",
+        ("action:click",),
+        type="click",
+        ref=run.ref(seen, "button", '"First Accordion"'),
+    )
+    await eyes.see("open the first accordion", accordion="first")
+    await run.verify(
+        seen,
+        "the terms are ticked",
+        ("verify:element-state",),
+        type="element_state",
+        role="checkbox",
+        name="I agree to the terms and conditions",
+        state="checked",
+        expected=True,
+    )
+    await eyes.see("the terms are ticked", agreed=True, toggle=True, name="Ada Lovelace")
+
+
 REQS = ("action:type", "action:click", "action:select", "verify:text", "verify:element-state", "frames:observe-verify")
 
 TASKS: dict[str, Task] = {
@@ -404,5 +464,6 @@ TASKS: dict[str, Task] = {
         Task("realapps-tinymce", "/realapps/tinymce/", REQS, tinymce),
         Task("realapps-shoelace", "/realapps/shoelace/", REQS, shoelace),
         Task("realapps-rapidoc", "/realapps/rapidoc/", REQS, rapidoc),
+        Task("realapps-ionic", "/realapps/ionic/", REQS, ionic),
     )
 }
