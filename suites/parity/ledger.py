@@ -948,7 +948,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                     "accessibility tree 'POST /realapps /api /orders …' (a space at each <wbr>), and the names are "
                     "compared with their spaces",
                     CDM: "issue 28 (4, 5): 'Copy path to clipboard' is 0 px wide until its row is hovered; the click "
-                    "by ref answers ok and nothing is copied (in one run it opened the row's operation instead)",
+                    "by ref answers ok with nothing copied (once it opened the row's operation instead), or is "
+                    "refused as stale_observation",
                     OCC: "issue 28 (4, 5): 'Copy path to clipboard' is 0 px wide until its row is hovered; the click "
                     "by ref is refused as stale_observation",
                 },
