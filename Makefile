@@ -6,12 +6,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 NPM_STAMP := backends/node_modules/.installed
+APPS_STAMP := fixtures_sites/realapps/node_modules/.installed
 VENV_STAMP := $(VENV)/.installed
 RESULTS := reports/allure-results
 
 .PHONY: setup chromium test lab bench lint parity-doc clean
 
-setup: chromium $(VENV_STAMP) $(NPM_STAMP)
+setup: chromium $(VENV_STAMP) $(NPM_STAMP) $(APPS_STAMP)
 
 # Debian's Chromium (never a browser download of a test tool's own).
 chromium:
@@ -35,6 +36,14 @@ $(NPM_STAMP): backends/package.json backends/package-lock.json
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 20 and npm (apt-get install -y nodejs npm)" >&2; exit 1; }
 	@echo "setup: pinned npm servers (npm ci in backends/)"
 	@cd backends && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# The real-apps corpus: third-party apps' published bundles, pinned exactly, served offline by the fixture server
+# (fixtures_sites/scenarios/realapps.py). Their install scripts never run: the lab serves files, it builds nothing.
+$(APPS_STAMP): fixtures_sites/realapps/package.json fixtures_sites/realapps/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 20 and npm (apt-get install -y nodejs npm)" >&2; exit 1; }
+	@echo "setup: pinned real apps (npm ci in fixtures_sites/realapps/)"
+	@cd fixtures_sites/realapps && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	@touch $@
 
 lint: $(VENV_STAMP)

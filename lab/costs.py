@@ -1,11 +1,12 @@
 """`python -m lab.costs`: the cost summary of the last run, from the figures suites left in reports/costs/.
 
 One line per figure: tokens the model pays (tools/list, observations, an act's changes), screenshots, and the act
-latency ratio against the raw upstream, each beside its budget. Then a table per scenario × backend (the parity
-tasks: mean tokens of an observe's and of an act's answer, screenshots, CDP commands, median call time) and, beside
-it, what the raw upstreams cost for the same reads where the suites measured them. The same text goes to
-`reports/costs/summary.txt`, a plot of every budgeted figure as a share of its budget to `budgets.svg` and one of
-the scenario table to `scenarios.svg`; `lab.report` attaches all three to the Allure report as global attachments.
+latency ratio against the raw upstream, each beside its budget. Then a table per scenario × backend (the parity and
+real-apps tasks: calls and tokens per task, mean tokens of an observe's and of an act's answer, screenshots, CDP
+commands, median call time) and, beside it, what the raw upstreams cost for the same reads where the suites measured
+them. The same text goes to `reports/costs/summary.txt`, a plot of every budgeted figure as a share of its budget to
+`budgets.svg` and one of the scenario table to `scenarios.svg`; `lab.report` attaches all three to the Allure report
+as global attachments.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ SCENARIO_PLOT = "scenarios.svg"
 TASK = "task-"
 """Records of a parity task's run on one backend (`suites/parity/tasks.py`: `task-<scenario>-<backend>`)."""
 COLUMNS = (
+    ("calls", "calls"),
+    ("tokens", "tokens/task"),
     ("observe_tokens", "tokens/observe"),
     ("act_tokens", "tokens/act"),
     ("screenshots", "screenshots"),
@@ -89,11 +92,11 @@ def scenario_table(records: dict[str, dict[str, object]]) -> list[str]:
     rows = tasks(records)
     if not rows:
         return ["per scenario × backend: no parity task ran"]
-    head = f"  {'scenario':<14} {'backend':<20}" + "".join(f" {title:>15}" for _, title in COLUMNS)
-    lines = ["per scenario × backend (the parity tasks; tokens are means per answer, o200k):", head]
+    head = f"  {'scenario':<26} {'backend':<20}" + "".join(f" {title:>15}" for _, title in COLUMNS)
+    lines = ["per scenario × backend (parity and real-apps tasks; tokens per task, and means per answer; o200k):", head]
     for row in rows:
         cells = "".join(f" {'-' if row.get(key) is None else row.get(key):>15}" for key, _ in COLUMNS)
-        lines.append(f"  {row.get('scenario')!s:<14} {row.get('backend')!s:<20}{cells}")
+        lines.append(f"  {row.get('scenario')!s:<26} {row.get('backend')!s:<20}{cells}")
     return lines
 
 
@@ -125,7 +128,7 @@ def scenario_plot(records: dict[str, dict[str, object]]) -> str:
     bars = [
         (f"{row.get('scenario')} {row.get('backend')} {title}", float(row[key]))  # type: ignore[arg-type]
         for row in rows
-        for key, title in COLUMNS[:2]
+        for key, title in COLUMNS[2:4]
         if isinstance(row.get(key), int | float)
     ]
     widest = max([value for _, value in bars] or [1.0])

@@ -18,6 +18,7 @@ from fixtures_sites.scenarios import (
     popup,
     port_scan,
     race,
+    realapps,
     realistic,
     sensitive,
     shadow,
@@ -48,6 +49,7 @@ MODULES = (
     realistic,
     shadow,
     submit,
+    realapps,
 )
 
 ROUTES = tuple(route for module in MODULES for route in module.ROUTES)

@@ -66,9 +66,9 @@ def test_the_scenario_table_shows_each_task_on_each_backend_and_the_raw_upstream
     assert costs.main() == 0
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if line.startswith(("  catalogue ", "  login "))]
-    assert ["catalogue", "open_claude_chrome", "2790", "137", "0", "188", "41"] in rows
-    assert ["catalogue", "playwright_mcp", "2790", "137", "0", "312", "41"] in rows
-    assert ["login", "playwright_mcp", "90", "-", "-", "-", "-"] in rows
+    assert ["catalogue", "open_claude_chrome", "5", "-", "2790", "137", "0", "188", "41"] in rows
+    assert ["catalogue", "playwright_mcp", "5", "-", "2790", "137", "0", "312", "41"] in rows
+    assert ["login", "playwright_mcp", "-", "-", "90", "-", "-", "-", "-"] in rows
     assert "raw snapshot 61000 tokens, ours 12287 tokens in 7 reads" in out
     assert "task-catalogue" not in out  # the tasks are in the table, not repeated as lines
     svg = (tmp_path / "scenarios.svg").read_text()

@@ -491,8 +491,9 @@ async def run_task(
 
 
 def task_costs(name: str, signature: Signature, cdp_commands: int) -> dict[str, object]:
-    """What one backend's run of a task cost: mean tokens of an observe's and an act's answer, screenshots, CDP
-    commands of the runtime's connection (backend and probe), and the median call time."""
+    """What one backend's run of a task cost: its calls and the tokens of all their answers, mean tokens of an
+    observe's and an act's answer, screenshots, CDP commands of the runtime's connection (backend and probe),
+    and the median call time."""
 
     def mean(command: str) -> int | None:
         tokens = [t for c, t, _ in signature.calls if c == command]
@@ -503,6 +504,7 @@ def task_costs(name: str, signature: Signature, cdp_commands: int) -> dict[str, 
         "scenario": name,
         "backend": signature.backend,
         "calls": len(signature.calls),
+        "tokens": sum(tokens for _, tokens, _ in signature.calls),
         "observe_tokens": mean("observe"),
         "act_tokens": mean("act"),
         "screenshots": signature.screenshots,
