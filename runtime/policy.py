@@ -23,6 +23,7 @@ from runtime.sensitivity import ACTIVATING_ROLES, mismatch, sensitive, sensitive
 ACTIVATING_TAGS = frozenset({"button", "a", "summary", "select", "option", "label"})
 SIGN_IN = "This Page is a sign-in form. The user must sign in themselves."
 CAPTCHA = "This Page shows a CAPTCHA challenge. The user must solve it themselves."
+PRESSED = "This control reacts to being pressed and can change what it does as it is pressed. The user must press it."
 PAYMENT = "This Page asks for payment details. The user must enter and submit them themselves."
 
 
@@ -73,12 +74,17 @@ def _through(action: Action, target: Target, structure: Structure) -> str | None
     if foreign is not None and foreign in structure.foreign_forms:
         return "This control is part of another site's form embedded in the Page. The user must use it themselves."
     activates = action.type in ("click", "press") and not target.text_entry
-    if activates and (target.role in ACTIVATING_ROLES or target.role in ACTIVATING_TAGS or target.commits_form):
+    control = target.role in ACTIVATING_ROLES or target.role in ACTIVATING_TAGS or target.commits_form
+    if activates and control:
         concept = sensitive(*target.names, target.visible)
         if concept == "sign in" and target.role == "link" and not target.commits_form:
             concept = None  # a link to the sign-in page; its form is guarded by structure (the password field)
         if concept is not None:
             return f"This control is a sensitive or irreversible action ({concept}). The user must confirm it."
+    if action.type == "click" and control and target.listens_press:
+        # Read after the pointer reached it, but the press and the release are one backend call: what it becomes
+        # under the press is never read, so it is judged as what it may become.
+        return PRESSED
     commits = target.commits_form or bool(target.href)
     if commits and activates and target.accessible_name and mismatch(target.accessible_name, target.visible):
         return (

@@ -65,6 +65,14 @@ class NoPolicy(ComputerUseService):
         return None
 
 
+class JudgeBeforePointer(ComputerUseService):
+    """Judges a click on what is under its point before the pointer has moved there (the pointer-truth control):
+    the backend's own move then reveals or renames the control it presses."""
+
+    async def _point(self, *args: Any) -> bool:
+        return True
+
+
 class BringToFront(ComputerUseService):
     """Raises the Page's window before each action (the no-focus proof's control)."""
 
@@ -156,6 +164,7 @@ SABOTAGE: dict[str, Sabotage] = {
     "skip_capability": Sabotage(service_type=SkipCapability),
     "screenshot_always": Sabotage(service_type=ScreenshotAlways),
     "no_policy": Sabotage(service_type=NoPolicy),
+    "judge_before_pointer": Sabotage(service_type=JudgeBeforePointer),
     "bring_to_front": Sabotage(service_type=BringToFront),
     "answer_dialogs": Sabotage(service_type=AnswerDialogs),
     "switch_backend_on_failure": Sabotage(service_type=SwitchBackendOnFailure),

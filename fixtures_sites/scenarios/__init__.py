@@ -15,6 +15,7 @@ from fixtures_sites.scenarios import (
     huge,
     injection,
     login,
+    pointer,
     popup,
     port_scan,
     race,
@@ -46,6 +47,7 @@ MODULES = (
     canary,
     realistic,
     shadow,
+    pointer,
 )
 
 ROUTES = tuple(route for module in MODULES for route in module.ROUTES)
