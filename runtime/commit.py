@@ -212,6 +212,9 @@ class Reading:
 
     targets: list[Target] = field(default_factory=list)
     found: bool = True
+    hover_unread: bool = False
+    """A click read with the pointer not yet on it (a hidden Page, runtime/pointer.py): what the pointer's arrival
+    changes was not seen."""
 
 
 def mode_of(action: Action) -> str | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from enum import Enum
 from typing import Any
 
 from runtime.backend import Element
@@ -25,10 +26,23 @@ from runtime.models import Action
 from runtime.probe import FrameContext, PageProbe
 
 FRAME = "new Promise(done => { requestAnimationFrame(() => requestAnimationFrame(done)); setTimeout(done, 100); })"
-"""The Page's answer to the move: two animation frames (a framework's state update and its render). A hidden Page
-renders no frames; the timer bounds the wait there (a move's listeners have run by the time the move is acked)."""
+"""The Page's answer to the move (its listeners have run by the time the move is acked): two animation frames, for a
+framework's state update and its render; at most 100 ms."""
 FRAME_WAIT = 1.0
-"""Seconds the frame gets at most (a hidden Page's timers are throttled to about one a second)."""
+"""Seconds the Page's answer gets at most."""
+
+
+class Rest(Enum):
+    """Where the pointer is once `rest_on` is done."""
+
+    there = "there"
+    """Where the click will press, and the Page has answered (or the act presses nothing with the pointer)."""
+    changed = "changed"
+    """Where the click will press, but what is there is no longer the element the frame named."""
+    hidden = "hidden"
+    """Not moved: the Page is hidden (a minimized window). Chromium delivers a pointer move there only with the next
+    press or after about 5 s, so a move would not be answered before the read; the policy reads without it."""
+
 
 UNDER = f"""
 function (x, y, ...named) {{
@@ -43,32 +57,34 @@ function (x, y, ...named) {{
 """True when the control under (x, y) is, or is inside, one of `named` (or is a label of one)."""
 
 
-async def rest_on(probe: PageProbe, frames: list[FrameContext], action: Action, element: Element | None) -> bool:
-    """Move the pointer to where `action` (a click) will press and let the Page answer. False when, once the pointer
-    is there, the control under it is not one with the role and name the frame gave the ref (renamed, covered or
-    moved as the pointer reached it).
+async def rest_on(probe: PageProbe, frames: list[FrameContext], action: Action, element: Element | None) -> Rest:
+    """Move the pointer to where `action` (a click) will press and let the Page answer. `Rest.changed` when, once the
+    pointer is there, the control under it is not one with the role and name the frame gave the ref (renamed,
+    covered or moved as the pointer reached it).
 
     A ref with no rendered match in the top document (hidden, or in a frame of its own) is not moved to: the
     backend's own checks refuse a hidden control, and a frame's element is read as before (docs/policy.md)."""
-    if not frames or not frames[0].top or action.type != "click":
-        return True
+    if not frames or not frames[0].top or action.type != "click" or not (action.is_point or element is not None):
+        return Rest.there
     top = frames[0]
+    if await probe.evaluate_in(top, "document.visibilityState") == "hidden":
+        return Rest.hidden
     if action.is_point:
         await _move(probe, top, float(action.x or 0), float(action.y or 0))
-        return True
+        return Rest.there
     if element is None:
-        return True
+        return Rest.there
     point = None
     for remote in await live(probe, top, element):
         point = await _press_point(probe, top, remote["objectId"])
         if point is not None:
             break
     if point is None:
-        return True
+        return Rest.there
     await _move(probe, top, *point)
     named = await live(probe, top, element)
     if not named:
-        return False
+        return Rest.changed
     found = await probe.send_in(
         top,
         "Runtime.callFunctionOn",
@@ -80,7 +96,7 @@ async def rest_on(probe: PageProbe, frames: list[FrameContext], action: Action, 
             "returnByValue": True,
         },
     )
-    return found.get("result", {}).get("value") is True
+    return Rest.there if found.get("result", {}).get("value") is True else Rest.changed
 
 
 async def _press_point(probe: PageProbe, frame: FrameContext, object_id: str) -> tuple[float, float] | None:

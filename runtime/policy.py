@@ -41,7 +41,7 @@ def needs_user(action: Action, reading: Reading, structure: Structure | None, au
     if structure.has_captcha:
         return CAPTCHA
     for target in reading.targets:
-        reason = _through(action, target, structure)
+        reason = _through(action, target, structure, reading.hover_unread)
         if reason is not None:
             return reason
     if structure.has_payment_fields:
@@ -68,8 +68,9 @@ def _origin(url: str) -> tuple[str, str]:
     return parts.scheme.lower(), (parts.netloc or "").lower()
 
 
-def _through(action: Action, target: Target, structure: Structure) -> str | None:
-    """The verdict for one live element the write goes through."""
+def _through(action: Action, target: Target, structure: Structure, hover_unread: bool = False) -> str | None:
+    """The verdict for one live element the write goes through (`hover_unread`: read before the pointer reached it,
+    so a control that listens for the pointer may still change as it arrives)."""
     foreign = target.iframe_frame_id or (target.frame.frame_id if not target.frame.top else None)
     if foreign is not None and foreign in structure.foreign_forms:
         return "This control is part of another site's form embedded in the Page. The user must use it themselves."
@@ -91,7 +92,7 @@ def _through(action: Action, target: Target, structure: Structure) -> str | None
             "This control's accessible name and its visible text disagree. "
             "The user must check what it does and activate it themselves."
         )
-    if commits and activates and target.listens_pointer:
+    if (commits or (hover_unread and control)) and activates and target.listens_pointer:
         return "This control reacts to the pointer and can change what it says as it is pressed. The user must use it."
     if action.type == "select":
         chosen = [label for label, value in target.options if label in action.values or value in action.values]  # type: ignore[operator]

@@ -25,6 +25,7 @@ from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.mcp.server import ComputerUseServer
 from runtime.models import Action
+from runtime.pointer import Rest
 from runtime.reasons import ReasonCode
 from runtime.service import ComputerUseService
 from runtime.session import ComputerSession, Frame
@@ -69,8 +70,8 @@ class JudgeBeforePointer(ComputerUseService):
     """Judges a click on what is under its point before the pointer has moved there (the pointer-truth control):
     the backend's own move then reveals or renames the control it presses."""
 
-    async def _point(self, *args: Any) -> bool:
-        return True
+    async def _point(self, *args: Any) -> Rest:
+        return Rest.there
 
 
 class BringToFront(ComputerUseService):

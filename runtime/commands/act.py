@@ -13,7 +13,7 @@ from runtime.commands.observe import Observing
 from runtime.commit import Reading, read_commit
 from runtime.failures import DIALOG_OPEN
 from runtime.models import Action
-from runtime.pointer import rest_on
+from runtime.pointer import Rest, rest_on
 from runtime.policy import needs_user
 from runtime.probe import DialogOpen, FrameContext
 from runtime.reasons import ReasonCode
@@ -98,7 +98,7 @@ class Acting(Observing):
 
     async def _point(
         self, session: ComputerSession, action: Action, element: Element | None, frames: list[FrameContext]
-    ) -> bool:
+    ) -> Rest:
         """A click's pointer goes where it will press before anything is read (runtime/pointer.py): the policy
         judges what the Page shows under the pointer, not what it showed before the pointer came."""
         return await rest_on(session.probe, frames, action, element)
@@ -114,7 +114,8 @@ class Acting(Observing):
             structure, reading = None, Reading()
         else:  # one frame read (it attaches the probe too), shared by the pointer, the structure and the commit read
             frames = await self._read(session, session.probe.frames())
-            if not await self._read(session, self._point(session, action, element, frames)):
+            rest = await self._read(session, self._point(session, action, element, frames))
+            if rest is Rest.changed:
                 raise Refusal(
                     ReasonCode.stale_observation,
                     "the element changed when the pointer reached it (renamed, covered or moved); nothing was "
@@ -125,6 +126,7 @@ class Acting(Observing):
                 session,
                 asyncio.gather(session.probe.structure(frames), read_commit(session.probe, action, element, frames)),
             )
+            reading.hover_unread = rest is Rest.hidden
         if not reading.found and (action.type in ("click", "select") or (action.type == "type" and action.submit)):
             raise Refusal(
                 ReasonCode.stale_observation,
