@@ -74,19 +74,29 @@ async def rest_on(probe: PageProbe, frames: list[FrameContext], action: Action, 
         return Rest.there
     if element is None:
         return Rest.there
+    named = await live(probe, top, element)
     point = None
-    for remote in await live(probe, top, element):
+    for remote in named:
         point = await _press_point(probe, top, remote["objectId"])
         if point is not None:
             break
     if point is None:
         return Rest.there
+    # Covered before the pointer came (a sticky header): not the move's doing, and the backend's own checks answer it.
+    ours = await _under(probe, top, point, named)
     await _move(probe, top, *point)
     named = await live(probe, top, element)
-    if not named:
+    if not named or (ours and not await _under(probe, top, point, named)):
         return Rest.changed
+    return Rest.there
+
+
+async def _under(
+    probe: PageProbe, frame: FrameContext, point: tuple[float, float], named: list[dict[str, Any]]
+) -> bool:
+    """Whether the control at `point` is, or is inside, one of the `named` live elements."""
     found = await probe.send_in(
-        top,
+        frame,
         "Runtime.callFunctionOn",
         {
             "objectId": named[0]["objectId"],
@@ -96,7 +106,7 @@ async def rest_on(probe: PageProbe, frames: list[FrameContext], action: Action, 
             "returnByValue": True,
         },
     )
-    return Rest.there if found.get("result", {}).get("value") is True else Rest.changed
+    return found.get("result", {}).get("value") is True
 
 
 async def _press_point(probe: PageProbe, frame: FrameContext, object_id: str) -> tuple[float, float] | None:

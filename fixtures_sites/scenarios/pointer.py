@@ -7,7 +7,9 @@
 - "View details" (`DETAILS`) renames itself "Buy now" on `pointerover` (back on `pointerleave`); a click while it
   says "Buy now" POSTs `/pointer/buy`;
 - "Save draft" (`DRAFT`) renames itself "Confirm purchase" on `pointerdown`; the click that follows POSTs
-  `/pointer/purchase`.
+  `/pointer/purchase`;
+- "Add to wishlist" (`WISHLIST`, writes nothing) in a card whose hover lays "Pay now" over it (CSS `:hover`); "Pay
+  now" POSTs `/pointer/pay`.
 Before the pointer reaches them, nothing sensitive is under any of these points.
 """
 
@@ -19,6 +21,7 @@ COPY = (360, 100)
 DELETE = (450, 100)
 DETAILS = (100, 278)
 DRAFT = (100, 338)
+WISHLIST = (100, 400)
 
 ROUTES = (
     Route("GET", "/pointer/", page("pointer/index.html"), SCENARIO),
@@ -26,4 +29,5 @@ ROUTES = (
     Route("POST", "/pointer/delete", json_ok(), SCENARIO, write=True),
     Route("POST", "/pointer/buy", json_ok(), SCENARIO, write=True),
     Route("POST", "/pointer/purchase", json_ok(), SCENARIO, write=True),
+    Route("POST", "/pointer/pay", json_ok(), SCENARIO, write=True),
 )

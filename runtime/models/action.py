@@ -91,7 +91,7 @@ class Action(BaseModel):
     )
     url: str | None = Field(None, max_length=MAX_URL, description="navigate: absolute http(s) URL.")
     direction: Literal["up", "down", "left", "right"] | None = Field(
-        None, description="scroll: which way. A ref is hovered."
+        None, description="scroll: which way; hovers a ref."
     )
     x: float | None = Field(None, allow_inf_nan=False, description="Viewport CSS px.")
     y: float | None = Field(None, allow_inf_nan=False)

@@ -1,25 +1,28 @@
 """Pointer truth: a click is judged with the pointer already where it presses, by ref and by point alike.
 
-The `pointer` scenario (fixtures_sites/scenarios/pointer.py) holds three controls that change as the pointer reaches
-them: a row's "Delete" shown only while the row is hovered, "View details" that says "Buy now" while hovered, and
-"Save draft" that says "Confirm purchase" once pressed. Before the pointer comes, nothing sensitive is under their
-points. On every backend, by point and by ref, each is the user's (`needs_user`, by ref after at most one
-`stale_observation` that shows it as it became) and the ledger holds 0 writes; a benign control the hover reveals
-("Copy link") is reachable by ref (a scroll to its row rests the pointer there and the act's answer lists it) and by
-point. The negative control judges before the pointer moves, through the runtime's `_point` seam, and is caught.
+The `pointer` scenario (fixtures_sites/scenarios/pointer.py) holds four controls that change as the pointer reaches
+them: a row's "Delete" shown only while the row is hovered, "View details" that says "Buy now" while hovered, "Save
+draft" that says "Confirm purchase" once pressed, and "Add to wishlist" that a hover covers with "Pay now". Before
+the pointer comes, nothing sensitive is under their points. On every backend, by point and by ref, each is the
+user's (`needs_user`, by ref after at most one `stale_observation` that shows it as it became) and the ledger holds
+0 writes; a benign control the hover reveals ("Copy link") is reachable by ref (a scroll to its row rests the
+pointer there and the act's answer lists it) and by point. The negative control judges before the pointer moves,
+through the runtime's `_point` seam, and is caught.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from fixtures_sites.scenarios.pointer import COPY, DELETE, DETAILS, DRAFT
+from fixtures_sites.scenarios.pointer import COPY, DELETE, DETAILS, DRAFT, WISHLIST
 from fixtures_sites.server import FixtureServer
 from suites.harness import Agent, Seen, ref_of
 
-SENSITIVE = {"Delete": DELETE, "View details": DETAILS, "Save draft": DRAFT}
-EXPECTED = {"Delete": "needs_user", "View details": "needs_user", "Save draft": "needs_user", "Copy link": "ok"}
+SENSITIVE = {"Delete": DELETE, "View details": DETAILS, "Save draft": DRAFT, "Add to wishlist": WISHLIST}
+EXPECTED = {**dict.fromkeys(SENSITIVE, "needs_user"), "Copy link": "ok"}
 BENIGN_WRITES = ["/pointer/copy"]
+BECOMES = {"View details": "Buy now", "Save draft": "Confirm purchase", "Add to wishlist": "Pay now"}
+"""What a control is (or what lies over it) once the pointer has reached it or pressed it."""
 
 
 def written(server: FixtureServer) -> list[str]:
@@ -53,8 +56,9 @@ async def by_point(agent: Agent, server: FixtureServer) -> dict[str, str]:
 
 
 async def by_ref(agent: Agent, server: FixtureServer) -> dict[str, str]:
-    """Each control clicked by the ref an observation gave it; a control that changed as the pointer reached it is
-    `stale_observation` once, and the observation after it names what it became, which is clicked by its ref."""
+    """Each control clicked by the ref an observation gave it; a control that changed as the pointer reached it
+    (renamed, or covered) is `stale_observation` once, and the observation after it names what it became, which is
+    clicked by its ref."""
     verdicts = {}
     seen = await agent.observe(page="left")
     assert '"Delete"' not in (seen.observation or ""), "a hover-only control is listed with no pointer on its row"
@@ -62,7 +66,7 @@ async def by_ref(agent: Agent, server: FixtureServer) -> dict[str, str]:
     assert '"Delete"' in (seen.observation or ""), seen.observation
     assert '"Copy link"' in (seen.observation or ""), seen.observation
     verdicts["Delete"] = (await agent.act(seen, type="click", ref=ref_of(seen, "button", '"Delete"'))).status
-    for name, became in (("View details", "Buy now"), ("Save draft", "Confirm purchase")):
+    for name, became in BECOMES.items():
         seen = await agent.observe(page="left")
         acted = await agent.act(seen, type="click", ref=ref_of(seen, "button", f'"{name}"'))
         if acted.reason_code == "stale_observation":
