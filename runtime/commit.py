@@ -5,12 +5,15 @@ the probe finds the live element again — by ref (the frame's role and name, lo
 accessibility tree of every frame), by point (the element under the coordinates, through open shadow roots and
 same-origin frames), or by focus (what Enter or Space would activate) — and reads what activating it would do:
 its names, its visible text, its form (action, method, submit controls, password and card fields), its link, and
-whether it listens for the pointer (a control that can rename itself under the pointer). Reads only.
+whether it listens for the pointer (a control that can rename itself under the pointer) or for the press itself (a
+control that can rename itself between press and release). Reads only; the pointer is moved to where a click will
+press before this read (runtime/pointer.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import unicodedata
 from dataclasses import dataclass, field
@@ -30,6 +33,9 @@ AX_WAIT = 1.0
 HOVER_EVENTS = frozenset(
     {"pointerover", "pointerenter", "mouseover", "mouseenter", "pointerdown", "mousedown", "pointermove", "mousemove"}
 )
+PRESS_EVENTS = frozenset({"pointerdown", "mousedown"})
+"""What a control hears between the press and the release of one click: the only moment left after the pointer has
+reached it and the runtime has read it (the backend presses and releases in one call)."""
 CHANGE_EVENTS = frozenset({"change", "input"})
 
 READ_ELEMENT = (
@@ -83,13 +89,15 @@ READ_ELEMENT = (
   const link = composed.closest(el, 'a[href]');
   const hover = !!composed.closest(el,
       '[onpointerover],[onpointerenter],[onmouseover],[onmouseenter],[onpointerdown],[onmousedown]');
+  const pressAttr = '[onpointerdown],[onmousedown]';
+  const press = el.matches(pressAttr) || !!el.querySelector(pressAttr);
   const options = tag === 'select' ? [...el.options].slice(0, 500).map(o => [cut(o.label), cut(o.value)]) : [];
   const implicit = tag === 'a' && el.hasAttribute('href') ? 'link'
       : tag === 'button' || (tag === 'input' && ['submit', 'image', 'button', 'reset'].includes(type)) ? 'button'
       : tag === 'input' && ['checkbox', 'radio'].includes(type) ? type
       : tag === 'select' ? 'combobox' : tag === 'option' ? 'option' : tag;
   return {tag, type, role: (el.getAttribute('role') || '').split(' ')[0] || implicit, labels, visible, commitsForm,
-          form: formRead, href: link ? link.href : '', hover, options, textEntry, origin: location.origin};
+          form: formRead, href: link ? link.href : '', hover, press, options, textEntry, origin: location.origin};
 }
 """
 )
@@ -199,6 +207,9 @@ class Target:
     href: str
     listens_pointer: bool
     """It (or an ancestor) reacts to hover or press: what it says may change under the pointer."""
+    listens_press: bool = False
+    """It reacts to the press itself (a `pointerdown`/`mousedown` listener on it, or a handler attribute on it or
+    inside it): what it says may change between the press and the release, after the runtime read it."""
     options: tuple[tuple[str, str], ...] = ()
     text_entry: bool = False
     frame_origin: str = ""
@@ -216,6 +227,9 @@ class Reading:
 
     targets: list[Target] = field(default_factory=list)
     found: bool = True
+    hover_unread: bool = False
+    """A click read with the pointer not yet on it (a hidden Page, runtime/pointer.py): what the pointer's arrival
+    changes was not seen."""
 
 
 def mode_of(action: Action) -> str | None:
@@ -254,13 +268,18 @@ async def read_commit(probe: PageProbe, action: Action, element: Element | None,
         return Reading()
     targets: list[Target] = []
     for frame in frames:
-        # Other frames by their DOM: an offscreen frame of another site is throttled, and its accessibility tree
-        # would not answer before `AX_WAIT` on every act.
-        remotes = await (_by_role_and_name(probe, frame, element) if frame.top else _by_dom(probe, frame, element))
-        targets += await _reads(probe, frame, remotes, mode)
+        targets += await _reads(probe, frame, await live(probe, frame, element), mode)
         if len(targets) >= MAX_CANDIDATES:
             break
     return Reading(targets, found=bool(targets))
+
+
+async def live(probe: PageProbe, frame: FrameContext, element: Element) -> list[dict[str, Any]]:
+    """The frame's live elements with the frame element's role and name, as remote objects in the probe's world.
+
+    Other frames than the top by their DOM: an offscreen frame of another site is throttled, and its accessibility
+    tree would not answer before `AX_WAIT` on every act."""
+    return await (_by_role_and_name(probe, frame, element) if frame.top else _by_dom(probe, frame, element))
 
 
 async def _by_role_and_name(probe: PageProbe, frame: FrameContext, element: Element) -> list[dict[str, Any]]:
@@ -358,6 +377,7 @@ async def _read(probe: PageProbe, frame: FrameContext, remote: dict[str, Any], m
         else None,
         href=raw["href"],
         listens_pointer=raw["hover"] or bool(HOVER_EVENTS & listeners),
+        listens_press=raw["press"] or bool(PRESS_EVENTS & listeners),
         options=tuple((label, value) for label, value in raw["options"]),
         text_entry=raw["textEntry"],
         frame_origin=raw["origin"],
@@ -395,9 +415,20 @@ async def holds_focus(probe: PageProbe, reading: Reading) -> bool:
 
 async def _listeners(probe: PageProbe, frame: FrameContext, object_id: str) -> set[str]:
     """Event types the element itself listens for (page scripts' listeners included, which the page's own JS
-    cannot hide from CDP)."""
+    cannot hide from CDP).
+
+    Asked of the node as the page's own world holds it: Chromium lists only the listeners of the world the object
+    lives in, and the probe's isolated world has none."""
     try:
-        found = await probe.send_in(frame, "DOMDebugger.getEventListeners", {"objectId": object_id})
+        node = (await probe.send_in(frame, "DOM.describeNode", {"objectId": object_id}))["node"]
+        page_side = (await probe.send_in(frame, "DOM.resolveNode", {"backendNodeId": node["backendNodeId"]}))["object"]
+    except (CDPError, KeyError):
+        return set()
+    try:
+        found = await probe.send_in(frame, "DOMDebugger.getEventListeners", {"objectId": page_side["objectId"]})
     except CDPError:
         return set()
+    finally:
+        with contextlib.suppress(CDPError):
+            await probe.send_in(frame, "Runtime.releaseObject", {"objectId": page_side["objectId"]})
     return {listener.get("type", "") for listener in found.get("listeners", [])}

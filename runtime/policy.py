@@ -24,6 +24,7 @@ from runtime.sensitivity import ACTIVATING_ROLES, mismatch, sensitive, sensitive
 ACTIVATING_TAGS = frozenset({"button", "a", "summary", "select", "option", "label"})
 SIGN_IN = "This Page is a sign-in form. The user must sign in themselves."
 CAPTCHA = "This Page shows a CAPTCHA challenge. The user must solve it themselves."
+PRESSED = "This control reacts to being pressed and can change what it does as it is pressed. The user must press it."
 PAYMENT = "This Page asks for payment details. The user must enter and submit them themselves."
 
 
@@ -54,12 +55,23 @@ def needs_user(action: Action, reading: Reading, structure: Structure | None, au
     if structure.has_captcha:
         return Handover(CAPTCHA)
     for target in reading.targets:
-        reason = _through(action, target, structure)
+        reason = _through(action, target, structure, reading.hover_unread)
         if reason is not None:
-            return reason
+            # A write the user may allow once goes for its name alone: any rule that would hand it over anyway
+            # (a press or pointer listener, a sign-in or card form, names that disagree…) decides instead.
+            return _unnamed(action, reading, structure) or reason if reason.concept is not None else reason
     if structure.has_payment_fields:
         return Handover(PAYMENT)
     return None
+
+
+def _unnamed(action: Action, reading: Reading, structure: Structure) -> Handover | None:
+    """The first verdict on `reading` that does not come from what a name says."""
+    for target in reading.targets:
+        reason = _through(action, target, structure, reading.hover_unread, by_name=False)
+        if reason is not None:
+            return reason
+    return Handover(PAYMENT) if structure.has_payment_fields else None
 
 
 def navigation(url: str, authorized_url: str) -> Handover | None:
@@ -81,8 +93,12 @@ def _origin(url: str) -> tuple[str, str]:
     return parts.scheme.lower(), (parts.netloc or "").lower()
 
 
-def _through(action: Action, target: Target, structure: Structure) -> Handover | None:
-    """The verdict for one live element the write goes through."""
+def _through(
+    action: Action, target: Target, structure: Structure, hover_unread: bool = False, by_name: bool = True
+) -> Handover | None:
+    """The verdict for one live element the write goes through (`hover_unread`: read before the pointer reached it,
+    so a control that listens for the pointer may still change as it arrives; `by_name=False`: every rule but those
+    that judge what a name, a choice or an address says)."""
 
     def named(message: str, concept: str) -> Handover:
         return Handover(message, concept, target)
@@ -93,28 +109,33 @@ def _through(action: Action, target: Target, structure: Structure) -> Handover |
             "This control is part of another site's form embedded in the Page. The user must use it themselves."
         )
     activates = action.type in ("click", "press") and not target.text_entry
-    if activates and (target.role in ACTIVATING_ROLES or target.role in ACTIVATING_TAGS or target.commits_form):
+    control = target.role in ACTIVATING_ROLES or target.role in ACTIVATING_TAGS or target.commits_form
+    if activates and control:
         concept = sensitive(*target.names, target.visible)
         if concept == "sign in" and target.role == "link" and not target.commits_form:
             concept = None  # a link to the sign-in page; its form is guarded by structure (the password field)
-        if concept is not None:
+        if concept is not None and by_name:
             return named(
                 f"This control is a sensitive or irreversible action ({concept}). The user must confirm it.", concept
             )
+    if action.type == "click" and control and target.listens_press:
+        # Read after the pointer reached it, but the press and the release are one backend call: what it becomes
+        # under the press is never read, so it is judged as what it may become.
+        return Handover(PRESSED)
     commits = target.commits_form or bool(target.href)
     if commits and activates and target.accessible_name and mismatch(target.accessible_name, target.visible):
         return Handover(
             "This control's accessible name and its visible text disagree. "
             "The user must check what it does and activate it themselves."
         )
-    if commits and activates and target.listens_pointer:
+    if (commits or (hover_unread and control)) and activates and target.listens_pointer:
         return Handover(
             "This control reacts to the pointer and can change what it says as it is pressed. The user must use it."
         )
     if action.type == "select":
         chosen = [label for label, value in target.options if label in action.values or value in action.values]  # type: ignore[operator]
         concept = sensitive(*chosen)
-        if concept is not None:
+        if concept is not None and by_name:
             return named(
                 f"This choice is a sensitive or irreversible action ({concept}). The user must make it themselves.",
                 concept,
@@ -126,13 +147,13 @@ def _through(action: Action, target: Target, structure: Structure) -> Handover |
         if form.payment:
             return Handover(PAYMENT)
         concept = sensitive(*form.submitters, *form.checks) or sensitive_url(form.action)
-        if concept is not None:
+        if concept is not None and by_name:
             return named(
                 f"This submits a sensitive or irreversible form ({concept}). The user must confirm it themselves.",
                 concept,
             )
     if target.href and activates:
         concept = sensitive_url(target.href)
-        if concept is not None:
+        if concept is not None and by_name:
             return named(f"This link performs an action ({concept}). The user must confirm it themselves.", concept)
     return None

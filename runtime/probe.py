@@ -1,7 +1,8 @@
 """The runtime's own eyes on the bound Page: structure for policy, and the live state assertions are checked on.
 
 It never trusts the backend's account of the Page: it attaches its own CDP session to the bound target and
-reads in an isolated world, so page scripts cannot redefine what it calls. It reads; it never writes.
+reads in an isolated world, so page scripts cannot redefine what it calls. It reads; it never writes. (The one
+input the runtime sends itself, a click's pointer move, goes through its session from runtime/pointer.py.)
 """
 
 from __future__ import annotations
@@ -289,7 +290,8 @@ class PageProbe:
         return result["result"].get("value")
 
     async def send_in(self, frame: FrameContext, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """One CDP command on the session a frame lives in (DOM, Accessibility, DOMDebugger reads)."""
+        """One CDP command on the session a frame lives in (DOM, Accessibility, DOMDebugger reads; the pointer's
+        move)."""
         return await self._send(method, params, session=frame.session)
 
     async def structure(self, frames: list[FrameContext] | None = None) -> Structure:

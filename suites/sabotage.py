@@ -29,6 +29,7 @@ from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.mcp.server import ComputerUseServer
 from runtime.models import Action, Assertion
+from runtime.pointer import Rest
 from runtime.probe import PageProbe
 from runtime.reasons import ReasonCode
 from runtime.service import ComputerUseService
@@ -94,6 +95,14 @@ class SubmitTwice(ComputerUseService):
         await super()._send(session, action, element)
         if (action.type == "type" and action.submit) or (action.type == "press" and action.key == "Enter"):
             await super()._send(session, action, element)
+
+
+class JudgeBeforePointer(ComputerUseService):
+    """Judges a click on what is under its point before the pointer has moved there (the pointer-truth control):
+    the backend's own move then reveals or renames the control it presses."""
+
+    async def _point(self, *args: Any) -> Rest:
+        return Rest.there
 
 
 class BringToFront(ComputerUseService):
@@ -269,6 +278,7 @@ SABOTAGE: dict[str, Sabotage] = {
     "policy_without_submit": Sabotage(service_type=PolicyWithoutSubmit),
     "enter_without_focus_check": Sabotage(service_type=EnterWithoutFocusCheck),
     "submit_twice": Sabotage(service_type=SubmitTwice),
+    "judge_before_pointer": Sabotage(service_type=JudgeBeforePointer),
     "bring_to_front": Sabotage(service_type=BringToFront),
     "answer_dialogs": Sabotage(service_type=AnswerDialogs),
     "switch_backend_on_failure": Sabotage(service_type=SwitchBackendOnFailure),

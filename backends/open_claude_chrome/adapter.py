@@ -21,7 +21,9 @@ A refused shape is BackendError(Failure.unsupported) with the adapter's advice (
 anything is sent.
     navigate (url)          -> navigate(url)                                  waits for DOMContentLoaded, bounded
     scroll (direction)      -> computer(action="scroll", scroll_direction)    at the viewport's centre
-    scroll (ref)            -> computer(action="scroll_to", ref)              into view; no direction
+    scroll (ref)            -> computer(action="hover", ref)                  into view, and the mouse rests on its
+                                                                              centre (as the other backends' hover);
+                                                                              no direction
     scroll (x, y, direction)-> computer(action="scroll", coordinate, scroll_direction)
     screenshot()            -> computer(action="screenshot")                  one viewport PNG
     snapshot()              -> read_page(filter="interactive") + get_page_text(), answered from one page read
@@ -175,8 +177,8 @@ class OpenClaudeChromeBackend:
             raise BackendError(Failure.element, f"not an open_claude_chrome ref: {ref!r}")
         if kind == "click":
             return "computer", {"action": "left_click", "ref": ref}
-        if kind == "scroll":
-            return "computer", {"action": "scroll_to", "ref": ref}
+        if kind == "scroll":  # the pointer rests on it, so what its hover reveals is in the next observation
+            return "computer", {"action": "hover", "ref": ref}
         if kind == "type":
             if action.submit:
                 raise BackendError(

@@ -15,6 +15,7 @@ from fixtures_sites.scenarios import (
     huge,
     injection,
     login,
+    pointer,
     popup,
     port_scan,
     race,
@@ -50,6 +51,7 @@ MODULES = (
     shadow,
     submit,
     realapps,
+    pointer,
 )
 
 ROUTES = tuple(route for module in MODULES for route in module.ROUTES)

@@ -19,8 +19,9 @@ from runtime.commands.observe import Observing
 from runtime.commit import Reading, holds_focus, read_commit
 from runtime.failures import DIALOG_OPEN
 from runtime.models import Action
+from runtime.pointer import Rest, rest_on
 from runtime.policy import Handover, needs_user
-from runtime.probe import DialogOpen
+from runtime.probe import DialogOpen, FrameContext
 from runtime.reasons import ReasonCode
 from runtime.session import ComputerSession, Frame
 from runtime.sessions import Refusal
@@ -149,22 +150,38 @@ class Acting(Observing):
             raise Refusal(ReasonCode.stale_observation, "frame_id is not the latest frame of this session")
         return frame
 
+    async def _point(
+        self, session: ComputerSession, action: Action, element: Element | None, frames: list[FrameContext]
+    ) -> Rest:
+        """A click's pointer goes where it will press before anything is read (runtime/pointer.py): the policy
+        judges what the Page shows under the pointer, not what it showed before the pointer came."""
+        return await rest_on(session.probe, frames, action, element)
+
     async def _check_policy(
         self, session: ComputerSession, action: Action, element: Element | None, context: PageContext
     ) -> Reading:
-        """The runtime's own read of the Page and of what this write would commit, a moment before the input; the
-        live elements it read (`_type_then_enter` presses Enter only on one of them)."""
+        """The runtime's own read of the Page and of what this write would commit, a moment before the input (for a
+        click, once the pointer is where the click will press); the live elements it read (`_type_then_enter`
+        presses Enter only on one of them)."""
         authorized = context.pages.get(session.page.registry_page_id)
         if action.type == "navigate":  # no element and no structure: only the dialog watch must be on
             await self._read(session, session.probe.watch())
             structure, reading = None, Reading()
-        else:  # one frame read (it attaches the probe too), shared by the structure and the commit read
+        else:  # one frame read (it attaches the probe too), shared by the pointer, the structure and the commit read
             frames = await self._read(session, session.probe.frames())
+            rest = await self._read(session, self._point(session, action, element, frames))
+            if rest is Rest.changed:
+                raise Refusal(
+                    ReasonCode.stale_observation,
+                    "the element changed when the pointer reached it (renamed, covered or moved); nothing was "
+                    "pressed: observe again to see it as it is now",
+                )
             # Both reads sent together: they only read, and each waits on the browser, not on the other.
             structure, reading = await self._read(
                 session,
                 asyncio.gather(session.probe.structure(frames), read_commit(session.probe, action, element, frames)),
             )
+            reading.hover_unread = rest is Rest.hidden
         if not reading.found and (action.type in ("click", "select") or (action.type == "type" and action.submit)):
             raise Refusal(
                 ReasonCode.stale_observation,

@@ -90,7 +90,9 @@ class Action(BaseModel):
         None, max_length=MAX_VALUES, description="select: option values or labels."
     )
     url: str | None = Field(None, max_length=MAX_URL, description="navigate: absolute http(s) URL.")
-    direction: Literal["up", "down", "left", "right"] | None = Field(None, description="scroll: which way.")
+    direction: Literal["up", "down", "left", "right"] | None = Field(
+        None, description="scroll: which way; hovers a ref."
+    )
     x: float | None = Field(None, allow_inf_nan=False, description="Viewport CSS px.")
     y: float | None = Field(None, allow_inf_nan=False)
 

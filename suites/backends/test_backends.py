@@ -673,7 +673,7 @@ MAPPINGS = {
             (Action(type="navigate", url=HOME), None, "navigate", {}),
             (Action(type="scroll", direction="down"), None, "computer", {"action": "scroll"}),
             (Action(type="scroll", x=5, y=6, direction="up"), None, "computer", {"action": "scroll"}),
-            (Action(type="scroll", ref="ref_9", direction="down"), None, "computer", {"action": "scroll_to"}),
+            (Action(type="scroll", ref="ref_9", direction="down"), None, "computer", {"action": "hover"}),
         ],
         exact=[
             (

@@ -542,6 +542,17 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "0 writes",
     ),
     _req(
+        "policy:pointer-truth",
+        "untrusted-by-construction",
+        "a click is judged with the pointer already where it presses: a control the hover reveals or renames, or "
+        "one that renames itself as it is pressed, gets the same verdict by ref and by point, with 0 writes",
+    ),
+    _req(
+        "policy:hover-reveals",
+        "untrusted-by-construction",
+        "a scroll to a ref rests the pointer on it: the act's answer lists what the hover revealed, reachable by ref",
+    ),
+    _req(
         "policy:navigation",
         "untrusted-by-construction",
         "navigate off the authorized origin, or to a side-effect address, is needs_user",

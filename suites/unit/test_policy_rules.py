@@ -151,3 +151,20 @@ def test_only_a_write_handed_over_for_its_name_alone_may_be_allowed_once(
     handover = needs_user(action, Reading([target] if target else []), structure, f"{ORIGIN}/x")
     assert handover is not None
     assert handover.concept == concept
+
+
+@pytest.mark.req("policy:pointer-truth")
+def test_a_control_that_listens_for_the_press_is_the_users_to_click_whatever_it_commits() -> None:
+    assert "pressed" in verdict(CLICK, button("Save draft", listens_press=True))
+    assert "pressed" in verdict(Action(type="click", x=1, y=2), button("Save draft", listens_press=True))
+    # Enter and Space press no pointer; a text field or a heading is no control to press.
+    assert verdict(ENTER, button("Save draft", listens_press=True)) == ""
+    assert verdict(CLICK, button("Title", role="heading", listens_press=True)) == ""
+
+
+@pytest.mark.req("policy:pointer-truth")
+def test_a_hover_listener_counts_on_any_control_when_the_pointer_could_not_be_moved_first() -> None:
+    hovering = button("View details", listens_pointer=True)
+    assert verdict(CLICK, hovering) == ""  # read with the pointer on it: what it became is what was read
+    unread = needs_user(CLICK, Reading([hovering], hover_unread=True), PLAIN, f"{ORIGIN}/x") or ""
+    assert "pointer" in unread

@@ -1,0 +1,133 @@
+"""Pointer truth: before a click is judged, the pointer is already where the click will press.
+
+A backend's click moves the pointer and presses in one call. A Page can answer the move: a row shows its Delete
+button while hovered (CSS `:hover`), a button renames itself on `pointerover`. Read before the move, the policy would
+judge what was there before and the press would land on what the move revealed. So the runtime moves the pointer
+itself first, through its own CDP session on the bound target (`Input.dispatchMouseEvent`, `mouseMoved` only: no
+press, no focus call, nothing on another Page), lets the Page answer for a rendering frame, and only then reads
+what a click would commit (runtime/commit.py). The backend's own move to the same point then changes nothing.
+
+The press point of a ref is computed the way the backends press: the live element (the frame's role and name, in
+the top document) scrolled into view if it is not, then the centre of its first content quad. Once the pointer is
+there, the element under it must still be one with the frame's role and name; otherwise the frame is stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from enum import Enum
+from typing import Any
+
+from runtime.backend import Element
+from runtime.cdp import CDPError
+from runtime.commit import AT_POINT, live
+from runtime.models import Action
+from runtime.probe import FrameContext, PageProbe
+
+FRAME = "new Promise(done => { requestAnimationFrame(() => requestAnimationFrame(done)); setTimeout(done, 100); })"
+"""The Page's answer to the move (its listeners have run by the time the move is acked): two animation frames, for a
+framework's state update and its render; at most 100 ms."""
+FRAME_WAIT = 1.0
+"""Seconds the Page's answer gets at most."""
+
+
+class Rest(Enum):
+    """Where the pointer is once `rest_on` is done."""
+
+    there = "there"
+    """Where the click will press, and the Page has answered (or the act presses nothing with the pointer)."""
+    changed = "changed"
+    """Where the click will press, but what is there is no longer the element the frame named."""
+    hidden = "hidden"
+    """Not moved: the Page is hidden (a minimized window). Chromium delivers a pointer move there only with the next
+    press or after about 5 s, so a move would not be answered before the read; the policy reads without it."""
+
+
+UNDER = f"""
+function (x, y, ...named) {{
+  const control = ({AT_POINT})(x, y);
+  for (let n = control; n; n = n.parentNode || n.host) {{
+    if (named.includes(n)) return true;
+    if (n.localName === 'label' && n.control && named.includes(n.control)) return true;
+  }}
+  return false;
+}}
+"""
+"""True when the control under (x, y) is, or is inside, one of `named` (or is a label of one)."""
+
+
+async def rest_on(probe: PageProbe, frames: list[FrameContext], action: Action, element: Element | None) -> Rest:
+    """Move the pointer to where `action` (a click) will press and let the Page answer. `Rest.changed` when, once the
+    pointer is there, the control under it is not one with the role and name the frame gave the ref (renamed,
+    covered or moved as the pointer reached it).
+
+    A ref with no rendered match in the top document (hidden, or in a frame of its own) is not moved to: the
+    backend's own checks refuse a hidden control, and a frame's element is read as before (docs/policy.md)."""
+    if not frames or not frames[0].top or action.type != "click" or not (action.is_point or element is not None):
+        return Rest.there
+    top = frames[0]
+    if await probe.evaluate_in(top, "document.visibilityState") == "hidden":
+        return Rest.hidden
+    if action.is_point:
+        await _move(probe, top, float(action.x or 0), float(action.y or 0))
+        return Rest.there
+    if element is None:
+        return Rest.there
+    named = await live(probe, top, element)
+    point = None
+    for remote in named:
+        point = await _press_point(probe, top, remote["objectId"])
+        if point is not None:
+            break
+    if point is None:
+        return Rest.there
+    # Covered before the pointer came (a sticky header): not the move's doing, and the backend's own checks answer it.
+    ours = await _under(probe, top, point, named)
+    await _move(probe, top, *point)
+    named = await live(probe, top, element)
+    if not named or (ours and not await _under(probe, top, point, named)):
+        return Rest.changed
+    return Rest.there
+
+
+async def _under(
+    probe: PageProbe, frame: FrameContext, point: tuple[float, float], named: list[dict[str, Any]]
+) -> bool:
+    """Whether the control at `point` is, or is inside, one of the `named` live elements."""
+    found = await probe.send_in(
+        frame,
+        "Runtime.callFunctionOn",
+        {
+            "objectId": named[0]["objectId"],
+            "functionDeclaration": UNDER,
+            "arguments": [{"value": point[0]}, {"value": point[1]}]
+            + [{"objectId": remote["objectId"]} for remote in named],
+            "returnByValue": True,
+        },
+    )
+    return found.get("result", {}).get("value") is True
+
+
+async def _press_point(probe: PageProbe, frame: FrameContext, object_id: str) -> tuple[float, float] | None:
+    """Where a backend's click presses this element: scrolled into view if needed, the centre of its first content
+    quad (Playwright, Puppeteer and the first-party contract agree on it for any element with one box)."""
+    try:
+        await probe.send_in(frame, "DOM.scrollIntoViewIfNeeded", {"objectId": object_id})
+        quads = (await probe.send_in(frame, "DOM.getContentQuads", {"objectId": object_id}))["quads"]
+    except (CDPError, KeyError):
+        return None  # not rendered (display: none) or gone
+    for quad in quads:
+        xs, ys = quad[0::2], quad[1::2]
+        if max(xs) - min(xs) >= 1 and max(ys) - min(ys) >= 1:
+            return sum(xs) / 4, sum(ys) / 4
+    return None
+
+
+async def _move(probe: PageProbe, frame: FrameContext, x: float, y: float) -> None:
+    params: dict[str, Any] = {"type": "mouseMoved", "x": x, "y": y, "modifiers": 0}
+    await probe.send_in(frame, "Input.dispatchMouseEvent", params)
+    frame_params = {"expression": FRAME, "contextId": frame.world, "awaitPromise": True, "returnByValue": True}
+    # A Page that renders nothing and runs no timer now is read as it is.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(probe.send_in(frame, "Runtime.evaluate", frame_params), FRAME_WAIT)
