@@ -106,7 +106,7 @@ BY_ROLE_AND_NAME = (
     "((role, name, limit) => {"
     + COMPOSED
     + r"""
-  const loose = s => (s || '').replace(/\p{Cf}/gu, '').replace(/\s+/g, ' ').trim().toLowerCase();
+  const loose = s => (s || '').replace(/[\p{Cf}\s]/gu, '').toLowerCase();
   const implicit = {
     button: 'button,input[type=button],input[type=submit],input[type=reset],input[type=image]',
     link: 'a[href],area[href]', checkbox: 'input[type=checkbox]', radio: 'input[type=radio]',
@@ -336,9 +336,10 @@ async def _by_dom(probe: PageProbe, frame: FrameContext, element: Element) -> li
 
 
 def loose(name: str) -> str:
-    """A name as two computations of it may differ: whitespace, case, and invisible format characters (an upstream
-    may drop a zero-width space or a bidi mark that the browser keeps)."""
-    return " ".join("".join(c for c in name if unicodedata.category(c) != "Cf").split()).casefold()
+    """A name as two computations of it may differ: whitespace (all of it: the browser's accessibility tree puts a
+    space at each `<wbr>` of `/api<wbr>/orders` where Playwright puts none), case, and invisible format characters
+    (an upstream may drop a zero-width space or a bidi mark that the browser keeps)."""
+    return "".join(c for c in name if unicodedata.category(c) != "Cf" and not c.isspace()).casefold()
 
 
 async def _reads(probe: PageProbe, frame: FrameContext, remotes: list[dict[str, Any]], mode: str) -> list[Target]:

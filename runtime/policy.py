@@ -21,6 +21,8 @@ from runtime.models import Action
 from runtime.probe import Structure
 from runtime.sensitivity import ACTIVATING_ROLES, mismatch, sensitive, sensitive_url
 
+TOGGLES = frozenset({"checkbox", "switch", "radio", "menuitemcheckbox", "menuitemradio"})
+"""Controls whose press flips their own state: the press rule spares them (`_through`)."""
 ACTIVATING_TAGS = frozenset({"button", "a", "summary", "select", "option", "label"})
 SIGN_IN = "This Page is a sign-in form. The user must sign in themselves."
 CAPTCHA = "This Page shows a CAPTCHA challenge. The user must solve it themselves."
@@ -118,9 +120,11 @@ def _through(
             return named(
                 f"This control is a sensitive or irreversible action ({concept}). The user must confirm it.", concept
             )
-    if action.type == "click" and control and target.listens_press:
+    if action.type == "click" and control and target.listens_press and target.role not in TOGGLES:
         # Read after the pointer reached it, but the press and the release are one backend call: what it becomes
-        # under the press is never read, so it is judged as what it may become.
+        # under the press is never read, so it is judged as what it may become. A toggle is spared: many widgets
+        # flip their state on the press itself (a JSON editor's boolean), and what it became is its state, which
+        # verify reads.
         return Handover(PRESSED)
     commits = target.commits_form or bool(target.href)
     if commits and activates and target.accessible_name and mismatch(target.accessible_name, target.visible):

@@ -997,13 +997,10 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "Swagger UI (React): filter, expand, Try it out, type a body, Execute (a write), verify, copy a path "
                 "(a control hover reveals)",
                 {
-                    PW: "issue 28 (new): the commit read refuses a fresh frame's operation button as "
-                    "stale_observation: Playwright names it 'POST /realapps/api/orders …', the browser's "
-                    "accessibility tree 'POST /realapps /api /orders …' (a space at each <wbr>), and the names are "
-                    "compared with their spaces",
+                    PW: "issue 28 (4, 5): 'Copy path to clipboard' is 0 px wide until its row is hovered, and "
+                    "Playwright's snapshot never lists it: no ref to click",
                     CDM: "issue 28 (4, 5): 'Copy path to clipboard' is 0 px wide until its row is hovered; the click "
-                    "by ref answers ok with nothing copied (once it opened the row's operation instead), or is "
-                    "refused as stale_observation",
+                    "by ref answers ok with nothing copied",
                     OCC: "issue 28 (4, 5): 'Copy path to clipboard' is 0 px wide until its row is hovered; the click "
                     "by ref is refused as stale_observation",
                 },
@@ -1011,11 +1008,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             (
                 "datatables",
                 "DataTables + jQuery, 144 rows: search (type + submit), sort, page, page length, verify",
-                {
-                    backend: "issue 28 (3): type with submit is refused as stale_observation ('the Page did not "
-                    "accept…'), nothing typed"
-                    for backend in (CDM, OCC)
-                },
+                {},
             ),
             ("jsoneditor", "JSONEditor (plain ES): collapse, expand, untick a boolean, search, verify", {}),
             ("svelte-jsoneditor", "svelte-jsoneditor (Svelte): toggle a boolean, text mode, verify, tree mode", {}),
@@ -1024,27 +1017,22 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "ionic",
                 "Ionic (Stencil, shadow DOM): type, a toggle, a checkbox, an accordion, verify a checkbox",
                 {
-                    OCC: "issue 28 (2): open_claude_chrome refuses the type into the name field (an input slotted "
-                    "into ion-item's shadow root) as stale_observation ('the element changed size…')",
+                    OCC: "issue 28 (2): open_claude_chrome refuses the click on ion-toggle (its control lives in the "
+                    "toggle's shadow root) as stale_observation",
                 },
             ),
             (
                 "shoelace",
                 "Shoelace (Lit, shadow DOM): type, a custom select, type, open details, verify a field",
                 {
-                    OCC: "issue 28 (2): open_claude_chrome cannot act by ref inside shadow roots (stale_observation)",
+                    OCC: "issue 28 (2): open_claude_chrome refuses the click on an sl-option of the open sl-select "
+                    "as stale_observation ('the Page did not accept the action')",
                 },
             ),
             (
                 "rapidoc",
                 "RapiDoc (Lit, nested shadow roots, long list): a schema tab, TRY an operation, verify",
-                {
-                    PW: "issue 28 (1): verify's text_present reads the light DOM only: the response, on screen in a "
-                    "shadow root, is verification_failed",
-                    CDM: "issue 28 (1): verify's text_present reads the light DOM only: the response, on screen in a "
-                    "shadow root, is verification_failed",
-                    OCC: "issue 28 (2): open_claude_chrome cannot act by ref inside shadow roots (stale_observation)",
-                },
+                {},
             ),
         )
     ),

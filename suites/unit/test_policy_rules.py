@@ -55,7 +55,8 @@ def verdict(action: Action, *targets: Target, structure: Structure = PLAIN) -> s
         (ENTER, button("Place order", form("Place order")), PLAIN, "sensitive"),
         (ENTER, button("Gift message", form("Place order"), role="textbox", text_entry=True), PLAIN, "form"),
         (CLICK, button("Show details", visible="Pay now"), PLAIN, "sensitive"),
-        (CLICK, button("Show details", form("Show details"), visible="Order now please"), PLAIN, "sensitive"),
+        # Sensitive by its visible text, but its names disagree: that rule decides (it is never the user's to allow).
+        (CLICK, button("Show details", form("Show details"), visible="Order now please"), PLAIN, "disagree"),
         (CLICK, button("Save", form("Save"), listens_pointer=True), PLAIN, "pointer"),
         (CLICK, button("Save", form("Save", password=True)), PLAIN, "sign-in"),
         (CLICK, button("Continue", form("Continue", payment=True)), PLAIN, "payment"),
@@ -141,6 +142,8 @@ def test_only_enter_and_space_commit_what_is_focused(key: str, mode: str | None)
     [
         (CLICK, button("Delete account"), PLAIN, "delete"),
         (CLICK, button("Sign in"), LOGIN, None),
+        (CLICK, button("Delete draft", listens_press=True), PLAIN, None),
+        (CLICK, button("Delete draft", form=form("Delete draft", payment=True), commits_form=True), PLAIN, None),
         (Action(type="navigate", url=f"{ORIGIN}/evasion/delete?id=1"), None, PLAIN, "delete"),
         (Action(type="navigate", url="https://elsewhere.example/"), None, PLAIN, None),
     ],
@@ -160,11 +163,14 @@ def test_a_control_that_listens_for_the_press_is_the_users_to_click_whatever_it_
     # Enter and Space press no pointer; a text field or a heading is no control to press.
     assert verdict(ENTER, button("Save draft", listens_press=True)) == ""
     assert verdict(CLICK, button("Title", role="heading", listens_press=True)) == ""
+    # A toggle flips its own state on the press (a JSON editor's boolean): what it became is what verify reads.
+    assert verdict(CLICK, button("open", role="checkbox", listens_press=True)) == ""
 
 
 @pytest.mark.req("policy:pointer-truth")
 def test_a_hover_listener_counts_on_any_control_when_the_pointer_could_not_be_moved_first() -> None:
     hovering = button("View details", listens_pointer=True)
     assert verdict(CLICK, hovering) == ""  # read with the pointer on it: what it became is what was read
-    unread = needs_user(CLICK, Reading([hovering], hover_unread=True), PLAIN, f"{ORIGIN}/x") or ""
-    assert "pointer" in unread
+    unread = needs_user(CLICK, Reading([hovering], hover_unread=True), PLAIN, f"{ORIGIN}/x")
+    assert unread is not None
+    assert "pointer" in unread.message
