@@ -29,6 +29,12 @@ class Route:
     write: bool = False
     attacker: bool = False
     stall: bool = False
+    folder: bool = False
+    """The route answers every path under `path` (which ends in `/`): a folder of files served as they are (the real
+    apps' packages), never a page the lab wrote. An exact route of the same path wins."""
+
+    def serves(self, path: str) -> bool:
+        return path == self.path or (self.folder and path.startswith(self.path))
 
 
 def origins(request: web.Request) -> dict[str, str]:

@@ -118,12 +118,15 @@ class FixtureServer:
     """The lab's web server. Use `prefix` and `cross_origin` to build URLs of the two origins."""
 
     def __init__(self, routes: Iterable[Route] = ROUTES) -> None:
+        routes = tuple(routes)
         self._routes: dict[tuple[str, str], Route] = {}
         for route in routes:
             key = (route.method, route.path)
             if key in self._routes:
                 raise ValueError(f"route declared twice: {route.method} {route.path}")
             self._routes[key] = route
+        self._folders = sorted((r for r in routes if r.folder), key=lambda r: -len(r.path))
+        """Folder routes, the longest first."""
         self.ledger = WriteLedger()
         self._state = _State()
         self._runner: web.AppRunner | None = None
@@ -222,7 +225,7 @@ class FixtureServer:
             route = table.get((method, path)) or table.get(("*", path))
             if route is not None:
                 return route
-        return None
+        return next((r for r in self._folders if r.method in (method, "*") and r.serves(path)), None)
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()

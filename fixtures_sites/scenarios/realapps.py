@@ -1,9 +1,9 @@
 """realapps: third-party open-source apps served offline, each from its npm package pinned exactly in
 `fixtures_sites/realapps/package.json` + `package-lock.json` (`make setup` runs `npm ci` there).
 
-Each app's published files are served read-only under `/realapps/pkg/<package>/<file>`, one GET route per file
-(the fixture server's routes are exact paths; the files are listed when this module loads, so before `make setup`
-the app's routes are simply absent and its host page loads nothing). Each app has one host page,
+Each app's published files are served read-only under `/realapps/pkg/<package>/<file>` by one folder route: only
+the files `SERVED` names, found at request time, so before `make setup` they answer 404 and the app's host page loads
+nothing. Each app has one host page,
 `/realapps/<app>/`, that is the app's own documented embedding snippet and nothing more, so the UI under test is
 the app's, not ours. What an app needs from a server is served here as data: an OpenAPI document (Swagger UI,
 RapiDoc) whose `POST /realapps/api/orders` is a write, the rows of a data table, a JSON document to edit.
@@ -41,24 +41,33 @@ APPS = ("swagger", "rapidoc", "jsoneditor", "svelte-jsoneditor", "tinymce", "dat
 """Each app's host page is `pages/realapps/<app>.html`, served at `/realapps/<app>/`."""
 
 
-def package_file(path: Path) -> web.StreamResponse:
-    async def handler(request: web.Request) -> web.StreamResponse:
-        return web.FileResponse(path)
-
-    return handler  # type: ignore[return-value]
+PKG = "/realapps/pkg/"
 
 
-def package_routes() -> tuple[Route, ...]:
-    """One read-only GET route per published file the apps load, for the packages installed now."""
-    routes: dict[str, Route] = {}
+_listed: dict[str, frozenset[str]] = {}
+"""package → the files of it `SERVED` names, listed once it is installed."""
+
+
+def served_file(tail: str) -> Path | None:
+    """The installed file `/realapps/pkg/<tail>` names, if `SERVED` lists it; None for anything else (another file of
+    the package, a path that climbs out of it, a package that is not installed)."""
     for package, patterns in SERVED.items():
+        if not tail.startswith(package + "/"):
+            continue
         root = PACKAGES / package
-        for pattern in patterns:
-            for path in sorted(root.glob(pattern)):
-                if path.is_file():
-                    url = f"/realapps/pkg/{package}/{path.relative_to(root).as_posix()}"
-                    routes[url] = Route("GET", url, package_file(path), SCENARIO)
-    return tuple(routes.values())
+        if package not in _listed and root.is_dir():
+            found = (path for pattern in patterns for path in root.glob(pattern) if path.is_file())
+            _listed[package] = frozenset(path.relative_to(root).as_posix() for path in found)
+        inside = tail[len(package) + 1 :]
+        return root / inside if inside in _listed.get(package, frozenset()) else None
+    return None
+
+
+async def package_file(request: web.Request) -> web.StreamResponse:
+    path = served_file(request.path[len(PKG) :])
+    if path is None:
+        return web.Response(status=404, text="not a file the real apps load")
+    return web.FileResponse(path)
 
 
 def installed(package: str) -> bool:
@@ -106,5 +115,7 @@ ROUTES = (
     Route("POST", "/realapps/api/orders", json_ok({"id": "PO-1001", "status": "placed"}), SCENARIO, write=True),
     Route("GET", "/realapps/data/inventory.json", inventory, SCENARIO),
     Route("GET", "/realapps/data/document.json", document, SCENARIO),
-    *package_routes(),
+    # The quick-start snippet's form posts the editor's content back to its page: a save, so a write.
+    Route("POST", "/realapps/tinymce/", json_ok({"saved": True}), SCENARIO, write=True),
+    Route("GET", PKG, package_file, SCENARIO, folder=True),
 )

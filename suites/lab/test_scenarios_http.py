@@ -23,9 +23,15 @@ TIMEOUT = aiohttp.ClientTimeout(total=10)
 EXAMPLE_QUERY = {"/catalogue/product": "?sku=" + catalogue.PRODUCTS[0].sku}
 """GET routes that need a query string to show their page."""
 
+FOLDERS = [r for r in ROUTES if r.folder]
+"""Folders of third-party files served as they are (the real apps' packages): not pages the lab wrote."""
 SCRIPTS = [r for r in ROUTES if r.method == "GET" and r.path.endswith(".js")]
 """A page's own script, served beside it (the `shadow` app builds both of its pages from one)."""
-GET_PAGES = [r for r in ROUTES if r.method == "GET" and not r.stall and r not in SCRIPTS]
+DATA = [r for r in ROUTES if r.method == "GET" and (r.path.endswith(".json") or "/api/" in r.path)]
+"""JSON an app loads (the real apps' OpenAPI document, rows and products): data, not a page."""
+GET_PAGES = [
+    r for r in ROUTES if r.method == "GET" and not r.stall and not r.folder and r not in SCRIPTS and r not in DATA
+]
 HELD_GETS = [r for r in ROUTES if r.method == "GET" and r.stall]
 WRITES = [r for r in ROUTES if r.write]
 ATTACKER = [r for r in ROUTES if r.attacker]
@@ -116,6 +122,34 @@ async def test_every_get_route_answers_200_with_whole_html_on_loopback_only(
     assert not re.search(r"""(?:src|href|action|srcset)\s*=\s*["']?//""", text), "protocol-relative URL"
 
 
+@pytest.mark.parametrize("route", DATA, ids=route_id)
+async def test_every_data_route_answers_200_with_json(
+    fixture_server: FixtureServer, http: aiohttp.ClientSession, route: Route
+) -> None:
+    async with http.get(fixture_server.url(route.path)) as response:
+        assert response.status == 200
+        assert response.content_type == "application/json"
+        assert await response.json()
+
+
+async def test_the_real_apps_folder_serves_the_files_its_apps_load_and_nothing_else_of_their_packages(
+    fixture_server: FixtureServer, http: aiohttp.ClientSession
+) -> None:
+    served = {
+        "swagger-ui-dist/swagger-ui-bundle.js": 200,
+        "tinymce/tinymce.min.js": 200,
+        "swagger-ui-dist/package.json": 404,  # in the package, but no app loads it
+        "tinymce/../../realapps/package.json": 404,
+        "rapidoc/%2e%2e/%2e%2e/package-lock.json": 404,
+        "no-such-package/index.js": 404,
+    }
+    got = {}
+    for tail in served:
+        async with http.get(fixture_server.url(f"/realapps/pkg/{tail}"), allow_redirects=False) as response:
+            got[tail] = response.status
+    assert got == served
+
+
 @pytest.mark.parametrize("route", SCRIPTS, ids=route_id)
 async def test_every_script_route_answers_200_with_javascript_that_loads_nothing_foreign(
     fixture_server: FixtureServer, http: aiohttp.ClientSession, route: Route
@@ -160,7 +194,8 @@ async def test_every_link_frame_and_form_on_a_page_leads_to_a_declared_route(
             if target.startswith(("#", "javascript:", "data:", "mailto:", *UNLOADABLE)):
                 continue
             url = urlsplit(urljoin(page_url, target))
-            if (method, url.path) not in declared and ("*", url.path) not in declared:
+            in_folder = any(r.method == method and r.serves(url.path) for r in FOLDERS)
+            if (method, url.path) not in declared and ("*", url.path) not in declared and not in_folder:
                 broken.append(f"<{tag}> {method} {target}")
     assert broken == []
 
