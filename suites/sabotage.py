@@ -260,6 +260,17 @@ class PlaceBlindRefContract(ToolContract):
             return await super()._recheck(ref, identity, mode, arg)
 
 
+class HitBlindRefContract(ToolContract):
+    """Re-checks refs without asking what is at the element's centre: a click goes wherever the centre is, even
+    onto another element drawn on top of it."""
+
+    async def _recheck(self, ref: str, identity: Identity, mode: Mode, arg: Any = None) -> dict[str, Any]:
+        hit_test = "if (!ours) return"
+        assert hit_test in refs.CHECK_SOURCE
+        with mock.patch.object(refs, "CHECK_SOURCE", refs.CHECK_SOURCE.replace(hit_test, "if (false) return")):
+            return await super()._recheck(ref, identity, mode, arg)
+
+
 @dataclass(frozen=True)
 class Sabotage:
     """How one broken runtime is assembled: its service class, its gateway, and a change to its MCP server."""

@@ -10,7 +10,9 @@ then locates the element. Anything that differs — another document, the node r
 re-sorted list, another shadow host), its content changed — is a stale ref: `BackendError(Failure.stale, "…")`, and
 no input is sent. Coordinates are never remembered and replayed: the point is computed, and hit-tested, at the
 moment of acting (for an element in a cross-site iframe, in its own renderer, then carried up through each
-<iframe>'s box, which must itself be what lies at that point).
+<iframe>'s box, which must itself be what lies at that point). What is hit there is the element's if the element
+(or one of its labels) is on the click's event path: a custom element that draws itself in its own shadow root (a
+toggle's track, an option's text through its own slot) is hit as that part; another element drawn over it is not.
 
 Why the flat tree: the DOM snapshot a ref is minted from walks it (a shadow root is no node of the snapshot; its
 children hang under the host, a slotted element under its slot), so a position counted in the DOM tree could never
@@ -208,8 +210,16 @@ function (expected, mode, arg) {
       if (!inner || inner === hit) break;
       hit = inner;
     }
+    // The press is the element's if the element, or one of its labels, is on the press's event path: up from what
+    // is hit through slots and shadow roots, as the click bubbles. A custom element draws itself in its own shadow
+    // root (a toggle's track, an option's label slot): that part is hit, and the click is still the element's.
     const labels = el.labels ? Array.from(el.labels) : [];
-    const ours = hit && (hit === el || el.contains(hit) || labels.some(l => l === hit || l.contains(hit)));
+    let ours = false;
+    for (let n = hit; n && !ours; ) {
+      ours = n === el || labels.includes(n);
+      const up = n.assignedSlot || n.parentNode;
+      n = up && up.nodeType === 11 ? up.host : up;
+    }
     if (!ours) return {refused: 'another element (' + describe(hit) + ') is on top of it at its centre'};
     return answer(b);
   }

@@ -33,7 +33,7 @@ from lab.workspace import LabPage, Workspace
 from runtime.backend import BackendError, Element
 from runtime.models import Action
 from suites.backends.conftest import MakeOCC, by_name, page_calls
-from suites.sabotage import BlindRefContract, PlaceBlindRefContract
+from suites.sabotage import BlindRefContract, HitBlindRefContract, PlaceBlindRefContract
 
 pytestmark = pytest.mark.req(backend="open_claude_chrome")
 
@@ -550,6 +550,94 @@ async def test_a_slotted_control_is_placed_through_its_slot_an_unslotted_one_get
     save = next(e for e in elements if e.role == "button" and "Save" in e.name)  # a closed shadow root inside it
     await claude_backend.act(Action(type="click", ref=save.ref), save)
     assert await workspace.evaluate(bound_page, "window.__saved") == 1
+
+
+SELF_DRAWN = """(() => {
+  window.__pressed = [];
+  const press = (el, what) => el.addEventListener('click', () => window.__pressed.push(what));
+  // A switch that draws itself in its own shadow root (as ion-toggle): its centre is a track no light node holds.
+  const toggle = document.createElement('div');
+  toggle.setAttribute('role', 'switch');
+  toggle.setAttribute('aria-checked', 'false');
+  toggle.setAttribute('aria-label', 'Alerts');
+  toggle.style.display = 'inline-block';
+  toggle.attachShadow({mode: 'open'}).innerHTML =
+    '<label><span style="display:inline-block;width:60px;height:30px;background:#888"></span></label>';
+  press(toggle, 'switch');
+  // A listbox whose options are slotted into its shadow root, each option drawing its text through a slot of its
+  // own (as sl-select and sl-option): the text at an option's centre is hit as that slot.
+  const list = document.createElement('div');
+  list.setAttribute('role', 'listbox');
+  list.setAttribute('aria-label', 'Animals');
+  list.attachShadow({mode: 'open'}).innerHTML = '<div style="padding:4px"><slot></slot></div>';
+  for (const animal of ['Cats', 'Dogs']) {
+    const option = document.createElement('div');
+    option.setAttribute('role', 'option');
+    option.setAttribute('aria-selected', 'false');
+    option.textContent = animal;
+    option.attachShadow({mode: 'open'}).innerHTML = '<div style="padding:6px"><slot></slot></div>';
+    press(option, animal);
+    list.append(option);
+  }
+  document.body.prepend(toggle, list);
+  return toggle.shadowRoot.elementFromPoint(...(r => [r.x + r.width / 2, r.y + r.height / 2])(
+    toggle.getBoundingClientRect())).localName;
+})()"""
+COVER_SWITCH = """(() => {
+  // Another host drawn over the switch: its own shadow part is what the switch's centre hits now.
+  const toggle = document.querySelector('[role=switch]');
+  const r = toggle.getBoundingClientRect();
+  const cover = document.createElement('div');
+  Object.assign(cover.style, {position: 'fixed', left: r.left + 'px', top: r.top + 'px', width: r.width + 'px',
+                              height: r.height + 'px'});
+  cover.attachShadow({mode: 'open'}).innerHTML = '<div style="width:100%;height:100%;background:#fff"></div>';
+  cover.addEventListener('click', () => window.__pressed.push('cover'));
+  document.body.append(cover);
+  return document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2) === cover;
+})()"""
+
+
+@pytest.mark.req("parity:shadow-acts", "adapter:element-errors")
+async def test_a_control_that_draws_itself_in_its_own_shadow_root_is_clicked_by_ref_and_one_drawn_over_is_refused(
+    claude_backend: OpenClaudeChromeBackend, bound_page: LabPage, tap: CDPTap, workspace: Workspace
+) -> None:
+    assert await workspace.evaluate(bound_page, SELF_DRAWN) == "span"
+    elements = (await claude_backend.snapshot()).elements
+    toggle = by_name(elements, "switch", "Alerts")
+    dogs = by_name(elements, "option", "Dogs")
+    await claude_backend.act(Action(type="click", ref=toggle.ref), toggle)
+    await claude_backend.act(Action(type="click", ref=dogs.ref), dogs)
+    assert await workspace.evaluate(bound_page, "window.__pressed") == ["switch", "Dogs"]
+
+    # As strict as before: a re-sorted option is stale, and a host drawn over the switch takes no click.
+    await workspace.evaluate(
+        bound_page, "(o => o.parentNode.prepend(o))(document.querySelectorAll('[role=option]')[1])"
+    )
+    tap.clear()
+    with pytest.raises(BackendError) as stale:
+        await claude_backend.act(Action(type="click", ref=dogs.ref), dogs)
+    assert stale.value.kind == "stale"
+    assert await workspace.evaluate(bound_page, COVER_SWITCH) is True
+    with pytest.raises(BackendError, match="on top of it") as covered:
+        await claude_backend.act(Action(type="click", ref=toggle.ref), toggle)
+    assert covered.value.kind == "element"
+    assert not [m for m in page_calls(tap, bound_page) if m.startswith("Input.")]
+    assert await workspace.evaluate(bound_page, "window.__pressed") == ["switch", "Dogs"]
+
+
+@pytest.mark.req("adapter:element-errors")
+@pytest.mark.negative_control
+async def test_the_covered_switch_check_catches_a_variant_that_does_not_hit_test_the_refs_centre(
+    make_claude_backend: MakeOCC, bound_page: LabPage, workspace: Workspace
+) -> None:
+    blind = await make_claude_backend()
+    assert blind.session is not None
+    blind.contract = HitBlindRefContract(blind.session)
+    assert await workspace.evaluate(bound_page, SELF_DRAWN) == "span"
+    toggle = by_name((await blind.snapshot()).elements, "switch", "Alerts")
+    assert await workspace.evaluate(bound_page, COVER_SWITCH) is True
+    await blind.act(Action(type="click", ref=toggle.ref), toggle)  # not refused
+    assert await workspace.evaluate(bound_page, "window.__pressed") == ["cover"]  # the click went to the cover
 
 
 # -- the action cursor ---------------------------------------------------------------------------------------------

@@ -1016,18 +1016,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             (
                 "ionic",
                 "Ionic (Stencil, shadow DOM): type, a toggle, a checkbox, an accordion, verify a checkbox",
-                {
-                    OCC: "issue 28 (2): open_claude_chrome refuses the click on ion-toggle (its control lives in the "
-                    "toggle's shadow root) as stale_observation",
-                },
+                {},
             ),
             (
                 "shoelace",
                 "Shoelace (Lit, shadow DOM): type, a custom select, type, open details, verify a field",
-                {
-                    OCC: "issue 28 (2): open_claude_chrome refuses the click on an sl-option of the open sl-select "
-                    "as stale_observation ('the Page did not accept the action')",
-                },
+                {},
             ),
             (
                 "rapidoc",
