@@ -19,7 +19,7 @@ from runtime.commands.observe import Observing
 from runtime.commit import Reading, holds_focus, read_commit
 from runtime.failures import DIALOG_OPEN
 from runtime.models import Action
-from runtime.pointer import Rest, rest_on
+from runtime.pointer import Rest, hovered, rest_on
 from runtime.policy import Handover, needs_user
 from runtime.probe import DialogOpen, FrameContext
 from runtime.reasons import ReasonCode
@@ -77,6 +77,8 @@ class Acting(Observing):
                 await self._type_then_enter(session, action, element, reading)
             else:
                 await self._send(session, action, element)
+            if action.type == "scroll" and element is not None:  # a hover: its answer is in the act's answer
+                await self._read(session, hovered(session.probe))
             mark("backend_act")
         except DialogOpen:
             blocked = True  # the action reached the Page, and the Page now waits for the user
