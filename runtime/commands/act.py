@@ -78,7 +78,7 @@ class Acting(Observing):
             else:
                 await self._send(session, action, element)
             if action.type == "scroll" and element is not None:  # a hover: its answer is in the act's answer
-                await self._read(session, hovered(session.probe))
+                await self._read(session, self._hovered(session))
             mark("backend_act")
         except DialogOpen:
             blocked = True  # the action reached the Page, and the Page now waits for the user
@@ -158,6 +158,10 @@ class Acting(Observing):
         """A click's pointer goes where it will press before anything is read (runtime/pointer.py): the policy
         judges what the Page shows under the pointer, not what it showed before the pointer came."""
         return await rest_on(session.probe, frames, action, element)
+
+    async def _hovered(self, session: ComputerSession) -> None:
+        """After a hover, the Page answers it before the act's answer is read (runtime/pointer.py)."""
+        await hovered(session.probe)
 
     async def _check_policy(
         self, session: ComputerSession, action: Action, element: Element | None, context: PageContext
