@@ -25,9 +25,20 @@ from runtime.commit import AT_POINT, live
 from runtime.models import Action
 from runtime.probe import FrameContext, PageProbe
 
-FRAME = "new Promise(done => { requestAnimationFrame(() => requestAnimationFrame(done)); setTimeout(done, 100); })"
-"""The Page's answer to the move (its listeners have run by the time the move is acked): two animation frames, for a
-framework's state update and its render; at most 100 ms."""
+ANSWER = """new Promise(done => {
+  const settle = () => Promise.all(document.getAnimations()
+    .filter(a => a.playState === 'running' && Number.isFinite(a.effect?.getComputedTiming().endTime))
+    .map(a => a.finished.catch(() => null))).then(done);
+  let framed = false;
+  const frame = () => { if (!framed) { framed = true; settle(); } };
+  requestAnimationFrame(() => requestAnimationFrame(frame));
+  setTimeout(frame, 100);
+  setTimeout(done, 750);
+})"""
+"""The Page's answer to the pointer (its listeners have run by the time the move is acked): two animation frames, for
+a framework's state update and its render (at most 100 ms), then the CSS transitions and animations that are running
+then and end (a control a `:hover` rule grows from 0 px wide with `transition: width .5s` has no box to press, and no
+ref in a snapshot, until its transition has run); 750 ms at most."""
 FRAME_WAIT = 1.0
 """Seconds the Page's answer gets at most."""
 
@@ -124,10 +135,24 @@ async def _press_point(probe: PageProbe, frame: FrameContext, object_id: str) ->
     return None
 
 
+async def hovered(probe: PageProbe) -> None:
+    """After a hover (a scroll by ref: the backend rests the pointer on the element), let the Page answer before the
+    act's re-observation reads it: what the hover reveals is then in the act's answer, at the size it will have when
+    pressed. A Page the probe cannot read now is observed as it is."""
+    with contextlib.suppress(CDPError):
+        frames = await probe.frames()
+        if frames and frames[0].top:
+            await _answer(probe, frames[0])
+
+
 async def _move(probe: PageProbe, frame: FrameContext, x: float, y: float) -> None:
     params: dict[str, Any] = {"type": "mouseMoved", "x": x, "y": y, "modifiers": 0}
     await probe.send_in(frame, "Input.dispatchMouseEvent", params)
-    frame_params = {"expression": FRAME, "contextId": frame.world, "awaitPromise": True, "returnByValue": True}
+    await _answer(probe, frame)
+
+
+async def _answer(probe: PageProbe, frame: FrameContext) -> None:
+    params = {"expression": ANSWER, "contextId": frame.world, "awaitPromise": True, "returnByValue": True}
     # A Page that renders nothing and runs no timer now is read as it is.
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(probe.send_in(frame, "Runtime.evaluate", frame_params), FRAME_WAIT)
+        await asyncio.wait_for(probe.send_in(frame, "Runtime.evaluate", params), FRAME_WAIT)

@@ -97,6 +97,14 @@ class SubmitTwice(ComputerUseService):
             await super()._send(session, action, element)
 
 
+class HoverUnanswered(ComputerUseService):
+    """Reads a hover's answer as soon as the backend's hover returns, before the Page has answered it (the hover
+    control: a control that grows into view is not in the act's answer)."""
+
+    async def _hovered(self, *args: Any) -> None:
+        return None
+
+
 class JudgeBeforePointer(ComputerUseService):
     """Judges a click on what is under its point before the pointer has moved there (the pointer-truth control):
     the backend's own move then reveals or renames the control it presses."""
@@ -290,6 +298,7 @@ SABOTAGE: dict[str, Sabotage] = {
     "enter_without_focus_check": Sabotage(service_type=EnterWithoutFocusCheck),
     "submit_twice": Sabotage(service_type=SubmitTwice),
     "judge_before_pointer": Sabotage(service_type=JudgeBeforePointer),
+    "hover_unanswered": Sabotage(service_type=HoverUnanswered),
     "bring_to_front": Sabotage(service_type=BringToFront),
     "answer_dialogs": Sabotage(service_type=AnswerDialogs),
     "switch_backend_on_failure": Sabotage(service_type=SwitchBackendOnFailure),

@@ -3,7 +3,9 @@
 `/pointer/` (fixed geometry, CSS px of the viewport):
 - a shopping list of three rows (Milk, Bread, Eggs), each a checkbox (client-side only) and two buttons shown only
   while the row is hovered (CSS `:hover`): "Copy link" (centre of the first row at `COPY`) POSTs `/pointer/copy`,
-  a benign write; "Delete" (`DELETE`) POSTs `/pointer/delete`, a write the user must confirm by its name;
+  a benign write; "Delete" (`DELETE`) POSTs `/pointer/delete`, a write the user must confirm by its name; and
+  "Pin", which grows into view instead (0 px wide until the row is hovered, full width once a 600 ms stepped CSS
+  transition has run, as Swagger UI's copy button does) and POSTs `/pointer/pin`, a benign write;
 - "View details" (`DETAILS`) renames itself "Buy now" on `pointerover` (back on `pointerleave`); a click while it
   says "Buy now" POSTs `/pointer/buy`;
 - "Save draft" (`DRAFT`) renames itself "Confirm purchase" on `pointerdown`; the click that follows POSTs
@@ -27,6 +29,7 @@ ROUTES = (
     Route("GET", "/pointer/", page("pointer/index.html"), SCENARIO),
     Route("POST", "/pointer/copy", json_ok(), SCENARIO, write=True),
     Route("POST", "/pointer/delete", json_ok(), SCENARIO, write=True),
+    Route("POST", "/pointer/pin", json_ok(), SCENARIO, write=True),
     Route("POST", "/pointer/buy", json_ok(), SCENARIO, write=True),
     Route("POST", "/pointer/purchase", json_ok(), SCENARIO, write=True),
     Route("POST", "/pointer/pay", json_ok(), SCENARIO, write=True),

@@ -19,7 +19,7 @@ from runtime.commands.observe import Observing
 from runtime.commit import Reading, holds_focus, read_commit
 from runtime.failures import DIALOG_OPEN
 from runtime.models import Action
-from runtime.pointer import Rest, rest_on
+from runtime.pointer import Rest, hovered, rest_on
 from runtime.policy import Handover, needs_user
 from runtime.probe import DialogOpen, FrameContext
 from runtime.reasons import ReasonCode
@@ -77,6 +77,8 @@ class Acting(Observing):
                 await self._type_then_enter(session, action, element, reading)
             else:
                 await self._send(session, action, element)
+            if action.type == "scroll" and element is not None:  # a hover: its answer is in the act's answer
+                await self._read(session, self._hovered(session))
             mark("backend_act")
         except DialogOpen:
             blocked = True  # the action reached the Page, and the Page now waits for the user
@@ -156,6 +158,10 @@ class Acting(Observing):
         """A click's pointer goes where it will press before anything is read (runtime/pointer.py): the policy
         judges what the Page shows under the pointer, not what it showed before the pointer came."""
         return await rest_on(session.probe, frames, action, element)
+
+    async def _hovered(self, session: ComputerSession) -> None:
+        """After a hover, the Page answers it before the act's answer is read (runtime/pointer.py)."""
+        await hovered(session.probe)
 
     async def _check_policy(
         self, session: ComputerSession, action: Action, element: Element | None, context: PageContext

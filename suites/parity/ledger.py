@@ -994,16 +994,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         for app, what, divergences in (
             (
                 "swagger",
-                "Swagger UI (React): filter, expand, Try it out, type a body, Execute (a write), verify, copy a path "
-                "(a control hover reveals)",
-                {
-                    PW: "issue 28 (4, 5): 'Copy path to clipboard' is 0 px wide until its row is hovered, and "
-                    "Playwright's snapshot never lists it: no ref to click",
-                    CDM: "issue 28 (4, 5): 'Copy path to clipboard' is 0 px wide until its row is hovered; the click "
-                    "by ref answers ok with nothing copied",
-                    OCC: "issue 28 (4, 5): 'Copy path to clipboard' is 0 px wide until its row is hovered; the click "
-                    "by ref is refused as stale_observation",
-                },
+                "Swagger UI (React): filter, expand, Try it out, type a body, Execute (a write), verify, hover a row "
+                "(a scroll by ref), copy its path (a control the hover reveals)",
+                {},
             ),
             (
                 "datatables",

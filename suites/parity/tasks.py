@@ -141,7 +141,7 @@ class Run:
         self.signature.steps.append(Step(label, tuple(reqs), "find", "ok", addressable=ref is not None))
         return ref
 
-    def ref(self, seen: ComputerUseResult, *needles: str) -> str:
+    def ref(self, seen: ComputerUseResult | str, *needles: str) -> str:
         """A ref the task cannot do without (every backend must offer it): a missing one fails the run loudly."""
         try:
             return ref_of(seen, *needles)

@@ -8,6 +8,11 @@ user's (`needs_user`, by ref after at most one `stale_observation` that shows it
 0 writes; a benign control the hover reveals ("Copy link") is reachable by ref (a scroll to its row rests the
 pointer there and the act's answer lists it) and by point. The negative control judges before the pointer moves,
 through the runtime's `_point` seam, and is caught.
+
+"Pin" grows into view instead (0 px wide until its row is hovered, full width once a 600 ms CSS transition has run,
+as Swagger UI's copy button): the hover's answer lists it by ref once the Page has answered, and a click on that ref
+pins. Its negative control reads the hover's answer before the Page answers (the `_hovered` seam) on playwright_mcp,
+whose snapshot gives a 0 px control no ref, and is caught.
 """
 
 from __future__ import annotations
@@ -81,6 +86,40 @@ async def by_ref(agent: Agent, server: FixtureServer) -> dict[str, str]:
     if verdicts["Copy link"] == "ok":
         await copied
     return verdicts
+
+
+async def pin(agent: Agent, server: FixtureServer) -> str:
+    """Hover the first row (a scroll to its checkbox), then click the "Pin" its hover grew into view, by the ref the
+    agent knows once it has read the hover's answer."""
+    seen = await reveal(agent, await agent.observe(page="left"))
+    ref = ref_of(seen, "button", '"Pin"')
+    pinned = server.wait_for_request("/pointer/pin")  # registered before acting
+    acted = await agent.act(seen, type="click", ref=ref)
+    if acted.status == "ok":
+        await pinned
+    return acted.status
+
+
+@pytest.mark.req("policy:hover-reveals")
+async def test_a_control_a_hover_grows_into_view_is_in_the_hovers_answer_and_clicked_by_its_ref(
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
+) -> None:
+    await one_page_desk("/pointer/")
+    assert await pin(agent, fixture_server) == "ok"
+    assert written(fixture_server) == ["/pointer/pin"]
+
+
+@pytest.mark.negative_control
+@pytest.mark.backends("playwright_mcp")
+@pytest.mark.sabotage("hover_unanswered")
+@pytest.mark.req("policy:hover-reveals")
+async def test_the_hover_check_catches_a_runtime_that_reads_the_hovers_answer_before_the_page_answers(
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
+) -> None:
+    await one_page_desk("/pointer/")
+    with pytest.raises(AssertionError, match='"Pin"'):
+        await pin(agent, fixture_server)
+    assert written(fixture_server) == []
 
 
 @pytest.mark.req("policy:pointer-truth", "reason:needs_user")

@@ -111,14 +111,16 @@ SWAGGER = """{
   placed: Boolean(document.querySelector('.opblock.is-open .responses-wrapper')?.textContent.includes('PO-1001')),
   copied: window.labCopied ?? null,
 }"""
-LISTEN_COPY = "document.addEventListener('copy', () => { window.labCopied = String(document.getSelection()); })"
-"""The lab's ear on the clipboard: what a copy put there, read from the copy event (the page keeps no trace)."""
+LISTEN_COPY = "document.addEventListener('copy', () => { window.labCopied = String(document.getSelection()); }, true)"
+"""The lab's ear on the clipboard: what a copy put there, read from the copy event (the page keeps no trace), in the
+capture phase (Swagger UI's copy-to-clipboard stops the event's propagation at the element it selects)."""
 ORDER = '{"sku": "NW-1090", "quantity": 12, "site": "Lyon"}'
 
 
 async def swagger(run: Run) -> None:
     """Swagger UI (React): filter the operations by tag, expand one, Try it out, edit its body, Execute (a write
-    the app sends to the local API), and verify the response it shows."""
+    the app sends to the local API), verify the response it shows, then hover the operation's row (a scroll by ref)
+    and click the copy button the hover reveals."""
     eyes = Eyes(run, SWAGGER)
     seen = await run.observe("observe the API", page="left")
     await eyes.see("observe the API", writes=0, tags=["catalogue", "stock", "orders", "suppliers", "sites"], open=[])
@@ -157,16 +159,31 @@ async def swagger(run: Run) -> None:
     await eyes.see("Execute", writes=1, placed=True)
     await run.verify(seen, "the response shows the order", ("verify:text",), type="text_present", text="PO-1001")
     await eyes.see("the response shows the order", placed=True)
-    # Swagger UI reveals "Copy path to clipboard" by hover: 0 px wide until its operation's summary is hovered.
+    # Swagger UI reveals "Copy path to clipboard" by hover: 0 px wide until its operation's summary is hovered. A
+    # scroll by ref rests the pointer on the summary; the act's answer then lists the button it revealed.
     seen = await run.observe("observe the paths", page="left")
     await eyes.see("observe the paths", copied=None)
     await run.desk.workspace.evaluate(run.desk.labs["A"], LISTEN_COPY)
     seen = await run.act(
         seen,
+        "hover the operation's summary",
+        ("action:scroll",),
+        type="scroll",
+        direction="down",
+        ref=run.ref(seen, "button", '"POST /realapps', 'Create a restock request"'),
+    )
+    await eyes.see("hover the operation's summary", writes=1, copied=None)
+    # Every operation has a copy button of that name (a backend reading the accessibility tree lists the 0 px ones
+    # too): the agent clicks the one of the row it hovered, the first after that row's summary.
+    known = seen.known or seen.observation
+    summary = run.ref(seen, "button", '"POST /realapps', 'Create a restock request"')
+    row = known[known.index(f"{summary} button") :]
+    seen = await run.act(
+        seen,
         "copy a path (a control hover reveals)",
         ("action:click",),
         type="click",
-        ref=run.ref(seen, "button", '"Copy path to clipboard"'),
+        ref=run.ref(row, "button", '"Copy path to clipboard"'),
     )
     await eyes.see("copy a path (a control hover reveals)", writes=1, copied="/realapps/api/orders")
 
@@ -457,7 +474,7 @@ REQS = ("action:type", "action:click", "action:select", "verify:text", "verify:e
 TASKS: dict[str, Task] = {
     task.name.removeprefix("realapps-"): task
     for task in (
-        Task("realapps-swagger", "/realapps/swagger/", REQS, swagger),
+        Task("realapps-swagger", "/realapps/swagger/", (*REQS, "action:scroll"), swagger),
         Task("realapps-datatables", "/realapps/datatables/", REQS, datatables),
         Task("realapps-jsoneditor", "/realapps/jsoneditor/", REQS, jsoneditor),
         Task("realapps-svelte-jsoneditor", "/realapps/svelte-jsoneditor/", REQS, svelte_jsoneditor),
