@@ -539,6 +539,8 @@ async def test_the_backend_setting_is_saved_and_moves_only_new_sessions(
     assert saved == {"backend": "open_claude_chrome"}
 
     mark = len(app.events.events)
+    # The app's log has the needs_user turn before the console has drawn its card: wait for the button it shows.
+    await console.until("document.querySelector('#history article.card[data-status=needs_user] button.continue')")
     await console.click("#history article.card[data-status=needs_user] button.continue")
     await until_event(app, mark, turn_ended)
     mark = len(app.events.events)
