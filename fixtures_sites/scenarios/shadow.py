@@ -7,13 +7,26 @@ a task ("New task", Add: POSTs `/shadow/add`, a write), a "Show" filter, a "Due 
 a write the policy must hand to the user by its name, wherever it sits).
 """
 
-from fixtures_sites.routes import Route, json_ok, page
+from aiohttp import web
+
+from fixtures_sites.routes import PAGES, Handler, Route, json_ok, page, render
 
 SCENARIO = "shadow"
 
+
+def build(name: str) -> Handler:
+    """The app's one page, its `data-build` set to `name` ("shadow" or "light")."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        text = render((PAGES / "shadow" / "index.html").read_text(encoding="utf-8"), request, {"BUILD": name})
+        return web.Response(text=text, content_type="text/html")
+
+    return handler
+
+
 ROUTES = (
-    Route("GET", "/shadow/", page("shadow/shadow.html"), SCENARIO),
-    Route("GET", "/shadow/light", page("shadow/light.html"), SCENARIO),
+    Route("GET", "/shadow/", build("shadow"), SCENARIO),
+    Route("GET", "/shadow/light", build("light"), SCENARIO),
     Route("GET", "/shadow/app.js", page("shadow/app.js", "text/javascript"), SCENARIO),
     Route("POST", "/shadow/add", json_ok(), SCENARIO, write=True),
     Route("POST", "/shadow/delete-all", json_ok(), SCENARIO, write=True),
