@@ -1,7 +1,11 @@
-"""Launching a private Chromium for `computer-use serve --launch`: a fresh profile, off the network, cleaned up.
+"""Launching a private Chromium for `computer-use serve --launch` and `computer-use app`: a fresh profile, off the
+network, debugged over a pipe rather than a port, cleaned up.
 
-The runtime reads readiness from Chromium's own `DevTools listening on` line, bounded. (The lab has its own
-launcher; a measuring device does not share code with what it measures.)
+Chromium runs with `--remote-debugging-pipe` and opens no TCP port: no other local user can list its Pages or
+drive it. `runtime.pipe.PipeBroker` holds the pipe and serves the runtime's own CDP clients on a Unix socket only
+this user can open; `PrivateChromium.endpoint` (`unix:/…/cdp.sock`) is what they connect to. Readiness is
+Chromium's answer on the pipe, bounded. (The lab has its own launcher; a measuring device does not share code with
+what it measures.)
 """
 
 from __future__ import annotations
@@ -9,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import shutil
 import signal
 import tempfile
+from collections import deque
 from pathlib import Path
+
+from runtime.pipe import BrokerError, Pipe, PipeBroker
 
 EXECUTABLES = ("/usr/lib/chromium/chromium", "/usr/bin/chromium")
 FLAGS = (
@@ -27,8 +33,6 @@ FLAGS = (
     "--disable-renderer-backgrounding",  # Pages are operated in the background: keep them rendering
     "--disable-background-timer-throttling",
     "--disable-backgrounding-occluded-windows",
-    "--remote-debugging-address=127.0.0.1",
-    "--remote-debugging-port=0",
 )
 HEADLESS = (
     "--headless",
@@ -37,14 +41,27 @@ HEADLESS = (
     # omnibox is left as Chromium ships it.
     "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup",
 )
-_LISTENING = re.compile(rb"DevTools listening on ws://([^/\s]+)/")
+# Chromium reads CDP from its fd 3 and writes to its fd 4. subprocess passes fds under their own numbers only, so
+# a shell moves ours there (bash: dash's redirections take fd numbers up to 9) and execs Chromium in its place.
+_ON_FDS_3_AND_4 = 'exec "$0" "$@" 3<&{reads} 4>&{writes} {reads}<&- {writes}>&-'
 
 
 class PrivateChromium:
-    def __init__(self, process: asyncio.subprocess.Process, profile: Path, endpoint: str) -> None:
+    """A Chromium this process launched, and the broker that serves its debugging pipe."""
+
+    debugging: tuple[str, ...] = ("--remote-debugging-pipe",)
+    """How Chromium is debugged: the pipe, and nothing else (a class attribute: a suite's negative control
+    launches a variant that also opens a TCP port, as this launcher did before)."""
+
+    def __init__(
+        self, process: asyncio.subprocess.Process, profile: Path, broker: PipeBroker, stderr: asyncio.Task[None]
+    ) -> None:
         self.process = process
         self.profile = profile
-        self.endpoint = endpoint
+        self.broker = broker
+        self.endpoint = broker.endpoint
+        """`unix:/…/cdp.sock`: what `runtime.cdp.CDPConnection.connect` and the scoped gateways connect to."""
+        self._stderr = stderr
 
     @classmethod
     async def launch(cls, timeout: float = 30.0, *, headless: bool = True) -> PrivateChromium:
@@ -52,40 +69,81 @@ class PrivateChromium:
         if executable is None:
             raise RuntimeError("Chromium not found: install Debian's chromium or set CHROMIUM")
         profile = Path(tempfile.mkdtemp(prefix="computer-use-"))
-        process = await asyncio.create_subprocess_exec(
-            executable,
-            *(HEADLESS if headless else ()),
-            *FLAGS,
-            f"--user-data-dir={profile}",
-            "about:blank",
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-
-        async def listening() -> str:
-            assert process.stderr is not None
-            while line := await process.stderr.readline():
-                if match := _LISTENING.search(line):
-                    return "http://" + match.group(1).decode()
-            raise RuntimeError("Chromium exited before it was ready")
-
+        sockets = Path(tempfile.mkdtemp(prefix="computer-use-cdp-"))  # 0700: the broker's socket goes here
+        chromium_reads, we_write = os.pipe()
+        we_read, chromium_writes = os.pipe()
         try:
-            endpoint = await asyncio.wait_for(listening(), timeout)
+            process = await asyncio.create_subprocess_exec(
+                "/bin/bash",
+                "-c",
+                _ON_FDS_3_AND_4.format(reads=chromium_reads, writes=chromium_writes),
+                executable,
+                *(HEADLESS if headless else ()),
+                *FLAGS,
+                *cls.debugging,
+                f"--user-data-dir={profile}",
+                "about:blank",
+                pass_fds=(chromium_reads, chromium_writes),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
         except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            shutil.rmtree(profile, ignore_errors=True)
+            for fd in (we_read, we_write):
+                os.close(fd)
+            _remove(profile, sockets)
             raise
-        return cls(process, profile, endpoint)
+        finally:
+            for fd in (chromium_reads, chromium_writes):
+                os.close(fd)
+        said: deque[str] = deque(maxlen=3)
+        stderr = asyncio.create_task(_keep_last_lines(process, said))
+        broker = PipeBroker(await Pipe.open(we_read, we_write), sockets)
+        try:
+            await broker.start(timeout)
+        except BaseException as exc:
+            await broker.close()
+            await _stop(process)
+            stderr.cancel()
+            _remove(profile, sockets)
+            if isinstance(exc, BrokerError | TimeoutError):
+                last = f": {said[-1]}" if said else ""
+                raise RuntimeError(
+                    f"Chromium did not answer on its debugging pipe ({exc or 'timed out'}){last}"
+                ) from None
+            raise
+        return cls(process, profile, broker, stderr)
 
     async def close(self) -> None:
+        """Close the broker (its clients and the pipe), then Chromium; remove the profile and the socket's
+        directory."""
+        await self.broker.close()
+        await _stop(self.process)
+        self._stderr.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._stderr
+        _remove(self.profile, self.broker.path.parent)
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(process.wait(), 5)
+    except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(self.process.wait(), 5)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-        shutil.rmtree(self.profile, ignore_errors=True)
+            os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+
+
+async def _keep_last_lines(process: asyncio.subprocess.Process, said: deque[str]) -> None:
+    """Read Chromium's stderr to its end (a full pipe would stall Chromium), keeping the last lines for errors."""
+    assert process.stderr is not None
+    while line := await process.stderr.readline():
+        said.append(line.decode(errors="replace").strip())
+
+
+def _remove(*directories: Path) -> None:
+    for directory in directories:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -14,6 +14,8 @@ from typing import Any
 
 import aiohttp
 
+from runtime.pipe import UNIX_PREFIX, http_base, http_session
+
 Listener = Callable[[str, dict[str, Any], str | None], None]  # (method, params, sessionId)
 
 
@@ -34,12 +36,13 @@ class CDPConnection:
     @classmethod
     async def connect(cls, endpoint: str, timeout: float = 10.0) -> CDPConnection:
         """Connect to a CDP endpoint given as `http://host:port[/path]` (browser endpoint discovered at
-        `<endpoint>/json/version`, so a scoped gateway's secret path prefix is kept) or `ws://…`."""
-        http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
+        `<endpoint>/json/version`, so a scoped gateway's secret path prefix is kept), `unix:/path` (a private
+        Chromium's pipe broker, `runtime.pipe`) or `ws://…`."""
+        http = http_session(endpoint, aiohttp.ClientTimeout(total=timeout))
         try:
             url = endpoint
-            if endpoint.startswith("http"):
-                async with http.get(endpoint.rstrip("/") + "/json/version") as response:
+            if endpoint.startswith(("http", UNIX_PREFIX)):
+                async with http.get(http_base(endpoint) + "/json/version") as response:
                     response.raise_for_status()  # a refused discovery is an error, not a missing key
                     url = (await response.json(content_type=None))["webSocketDebuggerUrl"]
             ws = await http.ws_connect(url, max_msg_size=0)

@@ -49,6 +49,7 @@ import aiohttp
 from aiohttp import web
 
 from runtime.gateway.allowlist import FORWARD, Policy, Verdict, refusal_message, static_verdict
+from runtime.pipe import http_base, http_session
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +156,12 @@ class ScopedGateway:
         on_event: Callable[[GatewayEvent], None] | None = None,
         policy: Policy = static_verdict,
     ) -> None:
-        """`policy`: the static method table (`allowlist.static_verdict`); the target checks are the gateway's own."""
+        """`upstream_http`: the browser's endpoint, `http://host:port` or a private Chromium's `unix:/path`
+        (`runtime.pipe`). `policy`: the static method table (`allowlist.static_verdict`); the target checks are the
+        gateway's own."""
         self.policy = policy
-        self.upstream_http = upstream_http.rstrip("/")
+        self.upstream = upstream_http
+        self.upstream_http = http_base(upstream_http)
         self.target_id = target_id
         self.refusals: list[RefusedCommand] = []
         self.absorbed: list[Absorbed] = []
@@ -201,7 +205,7 @@ class ScopedGateway:
 
     async def start(self) -> str:
         """Watch the bound target upstream, then listen; returns the CDP endpoint URL for `--cdp-endpoint`."""
-        self._http = aiohttp.ClientSession()
+        self._http = http_session(self.upstream)
         try:
             version = await self._upstream_json("/json/version")
             self._browser_ws = version["webSocketDebuggerUrl"]
@@ -320,7 +324,7 @@ class ScopedGateway:
                 response.raise_for_status()
                 return await response.json(content_type=None)
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
-            raise GatewayError(f"the upstream CDP endpoint {self.upstream_http} did not answer {path}: {exc}") from exc
+            raise GatewayError(f"the upstream CDP endpoint {self.upstream} did not answer {path}: {exc}") from exc
 
     async def _connect(self, ws_url: str) -> aiohttp.ClientWebSocketResponse:
         assert self._http is not None
