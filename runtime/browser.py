@@ -52,6 +52,8 @@ class PrivateChromium:
     debugging: tuple[str, ...] = ("--remote-debugging-pipe",)
     """How Chromium is debugged: the pipe, and nothing else (a class attribute: a suite's negative control
     launches a variant that also opens a TCP port, as this launcher did before)."""
+    broker_class: type[PipeBroker] = PipeBroker
+    """What serves the pipe (a class attribute: a suite's negative control swaps in a broken broker)."""
 
     def __init__(
         self, process: asyncio.subprocess.Process, profile: Path, broker: PipeBroker, stderr: asyncio.Task[None]
@@ -97,9 +99,9 @@ class PrivateChromium:
         finally:
             for fd in (chromium_reads, chromium_writes):
                 os.close(fd)
-        said: deque[str] = deque(maxlen=3)
+        said: deque[str] = deque(maxlen=20)
         stderr = asyncio.create_task(_keep_last_lines(process, said))
-        broker = PipeBroker(await Pipe.open(we_read, we_write), sockets)
+        broker = cls.broker_class(await Pipe.open(we_read, we_write), sockets)
         try:
             await broker.start(timeout)
         except BaseException as exc:
@@ -108,7 +110,10 @@ class PrivateChromium:
             stderr.cancel()
             _remove(profile, sockets)
             if isinstance(exc, BrokerError | TimeoutError):
-                last = f": {said[-1]}" if said else ""
+                # Its reason is the FATAL line when there is one (crashpad's noise comes after it).
+                last = next(
+                    (f": {line}" for line in reversed(said) if ":FATAL:" in line), f": {said[-1]}" if said else ""
+                )
                 raise RuntimeError(
                     f"Chromium did not answer on its debugging pipe ({exc or 'timed out'}){last}"
                 ) from None

@@ -151,11 +151,10 @@ class _Route:
 
 
 class PipeBroker:
-    """A Chromium-compatible CDP endpoint on a Unix socket, over one debugging pipe (see the module docstring).
-
-    `owner_uid` is the only uid served (a class attribute, as `host.pairing.PairingServer.owner_uid`)."""
+    """A Chromium-compatible CDP endpoint on a Unix socket, over one debugging pipe (see the module docstring)."""
 
     owner_uid: int = os.getuid()
+    """The only uid served (`admits`)."""
 
     def __init__(self, pipe: Pipe, directory: Path) -> None:
         """`directory`: a fresh 0700 directory this user owns (the socket goes there); the caller removes it."""
@@ -222,7 +221,7 @@ class PipeBroker:
         while True:
             conn, _ = await loop.sock_accept(listener)
             uid = peer_uid(conn)
-            if uid is None or uid != self.owner_uid:
+            if not self.admits(uid):
                 log.warning("CDP broker: refused a connection from uid %s", uid)
                 conn.close()
                 continue
@@ -230,6 +229,10 @@ class PipeBroker:
                 await loop.connect_accepted_socket(server, conn)
             except OSError:
                 conn.close()
+
+    def admits(self, uid: int | None) -> bool:
+        """Whether a peer of this uid (None: unknown) may use the socket; asked before a byte is read from it."""
+        return uid is not None and uid == self.owner_uid
 
     def _stop_listening(self) -> None:
         if self._accepting is not None:

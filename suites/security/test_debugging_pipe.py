@@ -1,0 +1,412 @@
+"""No TCP debugging port where the runtime launches the browser (issue 29).
+
+A Chromium with `--remote-debugging-port` answers `/json/list` (every Page's URL, the console's secret URL among
+them) to any local user, and its WebSocket drives the whole browser. `PrivateChromium` (what `computer-use app`
+and `computer-use serve --launch` start) runs Chromium with `--remote-debugging-pipe`, and
+`runtime.pipe.PipeBroker` serves that pipe to the runtime's own clients on a Unix socket in a 0700 directory,
+closing any peer of another uid before reading a byte.
+
+The attacker is a second uid (`nobody`, through `setpriv`) while a Page with a secret in its URL is open: it tries
+the broker's socket and `GET /json/list` on every TCP port Chromium's process group listens on (found as root from
+`/proc/net/tcp{,6}` and the group's fds; every loopback port would also hit other tests' gateways, whose refusal
+counts are proofs of their own). Negative controls: `PortChromium` (the launcher's `debugging` flags with the TCP
+port it had before) and `AnyUidBroker` (a broker whose peer check admits anyone), caught by the same checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures_sites.server import FixtureServer
+from lab.cdp import CDPError
+from runtime.app import Runtime
+from runtime.browser import PrivateChromium
+from runtime.cdp import CDPConnection
+from runtime.client import HostedClient
+from runtime.gateway import GatewayEvent, ScopedGateway
+from runtime.models import ComputerUseResult
+from runtime.pipe import PipeBroker
+from runtime.service import Settings
+from suites.harness import client_in_task, ref_of
+from suites.security.conftest import GatewayWatch, raw_client
+
+ROOT = Path(__file__).resolve().parents[2]
+NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+ATTACK_TIMEOUT = 60.0
+LOAD_TIMEOUT = 30.0
+
+ATTACK = r"""
+import json, socket, sys, urllib.request
+path, marker, *ports = sys.argv[1:]
+seen = {"socket": "", "socket_listed": False, "listed_on": []}
+try:
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(path)
+        s.sendall(b"GET /json/list HTTP/1.0\r\nHost: chromium.invalid\r\n\r\n")
+        answer = b""
+        while chunk := s.recv(1 << 16):
+            answer += chunk
+    seen["socket"] = "answered" if answer else "closed unanswered"
+    seen["socket_listed"] = marker in answer.decode(errors="replace")
+except OSError as exc:
+    seen["socket"] = type(exc).__name__
+for port in ports:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
+            if marker in answer.read().decode(errors="replace"):
+                seen["listed_on"].append(int(port))
+    except OSError:
+        pass
+print(json.dumps(seen))
+"""
+"""What the second uid runs: the broker's socket, then `/json/list` on each port given; a JSON line of what it got."""
+
+
+class PortChromium(PrivateChromium):
+    """The negative control's launcher: the pipe, and the TCP debugging port this launcher opened before issue 29."""
+
+    debugging = (*PrivateChromium.debugging, "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0")
+
+
+class AnyUidBroker(PipeBroker):
+    """The negative control's broker: its peer check admits every uid."""
+
+    def admits(self, uid: int | None) -> bool:
+        return True
+
+
+class AnyUidChromium(PrivateChromium):
+    broker_class = AnyUidBroker
+
+
+@dataclass
+class Exposure:
+    """What another uid can get from a launched Chromium."""
+
+    ports: list[int]
+    """TCP ports in LISTEN state held by Chromium's process group (root's view, from /proc)."""
+    socket: str
+    """What a connection to the broker's socket got: an OSError's name, "closed unanswered" or "answered"."""
+    socket_listed: bool
+    """The socket's answer carried the secret Page's URL."""
+    listed_on: list[int]
+    """Ports whose `/json/list`, read by the second uid, carried the secret Page's URL."""
+
+
+def processes(field: int, value: int) -> list[int]:
+    """The live processes whose `/proc/<pid>/stat` field after the name is `value`: 1 its parent, 2 its group."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a process that ended while it was read
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[field]) == value and fields[0] not in ("Z", "X"):
+                found.append(int(proc.name))
+    return found
+
+
+def listening_ports(pgid: int) -> list[int]:
+    """The TCP ports in LISTEN state whose socket a process of group `pgid` holds."""
+    listening: dict[int, int] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[3] == "0A":  # TCP_LISTEN
+                listening[int(fields[9])] = int(fields[1].rsplit(":", 1)[1], 16)
+    members = processes(2, pgid)
+    assert len(members) > 1, f"Chromium's process group {pgid} is {members}: the check would prove nothing"
+    held: set[int] = set()
+    for pid in members:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(FileNotFoundError):
+                    link = os.readlink(fd)
+                    if link.startswith("socket:["):
+                        held.add(int(link[8:-1]))
+    return sorted({listening[inode] for inode in held if inode in listening})
+
+
+def arguments_of(pid: int) -> list[bytes]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+
+
+def chromium_child(pid: int) -> int:
+    """The one Chromium `pid` launched (the launcher's shell execs into it)."""
+    (chromium,) = [child for child in processes(1, pid) if Path(f"/proc/{child}/exe").resolve().name == "chromium"]
+    return chromium
+
+
+def launch_dirs(tmp: Path) -> list[Path]:
+    """The profiles and socket directories launches made under `tmp` (their $TMPDIR)."""
+    return sorted(tmp.glob("computer-use-*"))
+
+
+async def as_nobody(*command: str) -> str:
+    process = await asyncio.create_subprocess_exec(
+        *NOBODY, *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd="/"
+    )
+    out, err = await asyncio.wait_for(process.communicate(), ATTACK_TIMEOUT)
+    assert process.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def open_secret_page(endpoint: str, fixture_server: FixtureServer) -> str:
+    """Open a Page whose URL carries a secret (as the console's does) and wait until it has loaded; its URL."""
+    url = fixture_server.url(f"/dom_form/?secret={secrets.token_urlsafe(16)}")
+    loaded = await open_loaded(endpoint, [url])
+    assert loaded
+    return url
+
+
+async def open_loaded(endpoint: str, urls: list[str], left: int = 0) -> list[tuple[str, int]]:
+    """Open each URL in a window of its own, side by side from `left`, on a connection of the test's own (the
+    user's hands); wait until each has its title. (target id, window id) of each."""
+    hands = await CDPConnection.connect(endpoint)
+    loop = asyncio.get_running_loop()
+    titled: dict[str, tuple[str, asyncio.Future[None]]] = {}
+
+    def on_event(method: str, params: dict[str, Any], session: str | None) -> None:
+        info = params.get("targetInfo") or {}
+        url, waiting = titled.get(info.get("targetId", ""), ("", None))
+        if method != "Target.targetInfoChanged" or waiting is None or waiting.done():
+            return
+        if info.get("url") == url and info.get("title") not in ("", url):  # the URL stands in until a title comes
+            waiting.set_result(None)
+
+    hands.listen(on_event)
+    try:
+        await hands.send("Target.setDiscoverTargets", {"discover": True})
+        opened = []
+        for index, url in enumerate(urls):
+            bounds = {"left": left + 800 * index, "top": 0, "width": 800, "height": 700}
+            target = (await hands.send("Target.createTarget", {"url": "about:blank", "newWindow": True, **bounds}))[
+                "targetId"
+            ]
+            titled[target] = url, loop.create_future()  # registered before the navigation that fulfils it
+            window = (await hands.send("Browser.getWindowForTarget", {"targetId": target}))["windowId"]
+            await hands.send("Browser.setWindowBounds", {"windowId": window, "bounds": bounds})
+            session = (await hands.send("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+            await hands.send("Page.navigate", {"url": url}, session)
+            opened.append((target, window))
+        await asyncio.wait_for(asyncio.gather(*(waiting for _, waiting in titled.values())), LOAD_TIMEOUT)
+        return opened
+    finally:
+        await hands.close()
+
+
+async def exposure(launcher: type[PrivateChromium], fixture_server: FixtureServer, *, reachable: bool) -> Exposure:
+    """Launch as the app and `serve --launch` do, open a secret Page, and let the second uid try everything.
+    `reachable`: open the socket's directory and the socket to everyone first, so only the peer check stands."""
+    chromium = await launcher.launch()
+    try:
+        secret = await open_secret_page(chromium.endpoint, fixture_server)
+        assert b"--remote-debugging-pipe" in arguments_of(chromium.process.pid)
+        if reachable:
+            chromium.broker.path.parent.chmod(0o711)
+            chromium.broker.path.chmod(0o666)
+        ports = listening_ports(chromium.process.pid)
+        seen = json.loads(
+            await as_nobody(sys.executable, "-I", "-c", ATTACK, str(chromium.broker.path), secret, *map(str, ports))
+        )
+        return Exposure(ports, seen["socket"], seen["socket_listed"], seen["listed_on"])
+    finally:
+        await chromium.close()
+
+
+# -- (a) no port, and nothing another uid can open -----------------------------------------------------------------
+
+
+@pytest.mark.req("browser:debugging-pipe")
+async def test_a_launched_chromium_listens_on_no_tcp_port_and_a_second_uid_reaches_neither_its_socket_nor_a_list(
+    fixture_server: FixtureServer,
+) -> None:
+    seen = await exposure(PrivateChromium, fixture_server, reachable=False)
+    assert seen.ports == [], f"Chromium listens on TCP ports {seen.ports}"
+    assert seen.socket == "PermissionError", seen  # the 0700 directory: nobody can even reach the socket
+    assert not seen.socket_listed
+    assert seen.listed_on == []
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("browser:debugging-pipe")
+async def test_the_port_check_catches_a_launcher_that_still_opens_a_debugging_port(
+    fixture_server: FixtureServer,
+) -> None:
+    seen = await exposure(PortChromium, fixture_server, reachable=False)
+    assert len(seen.ports) == 1, seen
+    assert seen.listed_on == seen.ports, "the second uid read the secret Page's URL from /json/list"
+
+
+@pytest.mark.req("browser:debugging-pipe")
+async def test_a_second_uid_that_can_reach_the_brokers_socket_is_closed_before_it_reads_anything(
+    fixture_server: FixtureServer,
+) -> None:
+    seen = await exposure(PrivateChromium, fixture_server, reachable=True)
+    assert seen.socket in ("closed unanswered", "ConnectionResetError", "BrokenPipeError"), seen
+    assert not seen.socket_listed
+    assert seen.ports == []
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("browser:debugging-pipe")
+async def test_the_socket_check_catches_a_broker_that_admits_every_uid(fixture_server: FixtureServer) -> None:
+    seen = await exposure(AnyUidChromium, fixture_server, reachable=True)
+    assert seen.socket == "answered", seen
+    assert seen.socket_listed, "the second uid read the secret Page's URL from the broker"
+
+
+# -- (b) the runtime works on it, on every backend, with its gateways scoped ---------------------------------------
+
+
+@pytest.fixture
+async def piped() -> AsyncIterator[PrivateChromium]:
+    chromium = await PrivateChromium.launch()
+    yield chromium
+    await chromium.close()
+
+
+async def call(client: HostedClient, request: Any, **arguments: Any) -> ComputerUseResult:
+    raw = await client.call(request, **arguments)
+    return ComputerUseResult.model_validate(raw.structured_content)
+
+
+@pytest.mark.req("browser:debugging-pipe", "gateway:discovery-only-bound", "gateway:refuses-other-targets")
+async def test_a_runtime_on_a_pipe_launched_chromium_lists_observes_and_acts_with_its_gateway_scoped(
+    backend: str, piped: PrivateChromium, fixture_server: FixtureServer, gateways: GatewayWatch
+) -> None:
+    (a, a_window), (chat, chat_window), (b, b_window) = await open_loaded(
+        piped.endpoint, [fixture_server.url(path) for path in ("/dom_form/", "/chat/", "/dom_form/")]
+    )
+    runtime = await Runtime.connect(piped.endpoint, settings=Settings(backend=backend))
+    try:
+        page_a = await runtime.registry.register(a, a_window)
+        await runtime.registry.register(chat, chat_window, is_chat=True)
+        await runtime.registry.register(b, b_window)
+        async with client_in_task(runtime.server) as mcp:
+            client = HostedClient(mcp)
+            request = await runtime.host.start_turn([page_a.registry_page_id]).provider_request()
+            listed = await call(client, request, command="list_pages")
+            assert [p.relation for p in listed.pages or []] == ["left"], listed
+            seen = await call(client, request, command="observe", page="left")
+            assert seen.status == "ok", seen
+            typed = await call(
+                client,
+                request,
+                command="act",
+                computer_session_id=seen.computer_session_id,
+                frame_id=seen.frame_id,
+                action={"type": "type", "ref": ref_of(seen.observation, '"Full name"'), "text": "Ada Lovelace"},
+            )
+            assert typed.status == "ok", typed
+
+            gateway = gateways.started[-1]
+            assert gateway.target_id == a
+            raw = await raw_client(gateway.url)
+            try:
+                targets = (await raw.send("Target.getTargets"))["targetInfos"]
+                assert [t["targetId"] for t in targets] == [a]
+                with pytest.raises(CDPError, match="gateway"):
+                    await raw.send("Target.attachToTarget", {"targetId": b, "flatten": True})
+            finally:
+                await raw.close()
+            assert gateway.refusals[-1].method == "Target.attachToTarget"
+            assert gateway.lost is None
+    finally:
+        await runtime.close()
+
+
+# -- closing: together, and Chromium's death reported as on a port --------------------------------------------------
+
+
+@pytest.mark.req("browser:debugging-pipe", "gateway:events")
+async def test_chromium_dying_is_upstream_lost_to_a_gateway_and_closing_leaves_no_profile_or_socket(
+    fixture_server: FixtureServer,
+) -> None:
+    chromium = await PrivateChromium.launch()
+    try:
+        ((target, _),) = await open_loaded(chromium.endpoint, [fixture_server.url("/dom_form/")])
+        cdp = await CDPConnection.connect(chromium.endpoint)
+        lost: asyncio.Future[GatewayEvent] = asyncio.get_running_loop().create_future()
+
+        def on_event(event: GatewayEvent) -> None:
+            if event.kind == "upstream_lost" and not lost.done():
+                lost.set_result(event)
+
+        gateway = ScopedGateway(chromium.endpoint, target, on_event=on_event)
+        await gateway.start()
+        try:
+            os.killpg(chromium.process.pid, signal.SIGKILL)
+            assert (await asyncio.wait_for(lost, 30)).target_id == target
+            assert gateway.lost is not None
+            assert gateway.lost.startswith("upstream_lost")
+            await asyncio.wait_for(cdp.closed.wait(), 30)
+            assert not chromium.broker.path.exists(), "the broker still listens for a browser that is gone"
+        finally:
+            await gateway.close()
+            await cdp.close()
+    finally:
+        await chromium.close()
+    assert not chromium.profile.exists()
+    assert not chromium.broker.path.parent.exists()
+
+
+# -- (c) `computer-use serve --launch`, as a user runs it ------------------------------------------------------------
+
+
+@pytest.mark.req("browser:debugging-pipe")
+async def test_serve_launch_runs_its_chromium_with_no_listening_port_and_leaves_nothing_behind() -> None:
+    # A short $TMPDIR of its own: Chromium's singleton socket (and the broker's) must fit a Unix socket path.
+    tmp_path = Path(tempfile.mkdtemp(prefix="cu-serve-"))
+    process = await asyncio.create_subprocess_exec(
+        str(ROOT / ".venv" / "bin" / "computer-use"),
+        "serve",
+        "--launch",
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "0"}}
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}).encode())
+        process.stdin.write(b"\n")
+        await process.stdin.drain()
+        line = await asyncio.wait_for(process.stdout.readline(), 60)  # answered once the runtime is up
+        assert line, (await asyncio.wait_for(process.stderr.read(), 60)).decode()[-2000:]
+        assert "result" in json.loads(line), line
+        chromium = chromium_child(process.pid)
+        arguments = arguments_of(chromium)
+        assert b"--remote-debugging-pipe" in arguments
+        assert not [a for a in arguments if a.startswith(b"--remote-debugging-port")]
+        assert listening_ports(chromium) == []
+        assert len(launch_dirs(tmp_path)) == 2  # the profile and the socket's directory
+
+        process.stdin.close()  # the MCP client goes: serve ends
+        assert await asyncio.wait_for(process.wait(), 60) == 0
+        assert processes(2, chromium) == [], "Chromium's processes outlived serve"
+        assert launch_dirs(tmp_path) == [], "a profile or socket directory was left behind"
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+        shutil.rmtree(tmp_path, ignore_errors=True)
