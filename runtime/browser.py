@@ -50,10 +50,9 @@ class PrivateChromium:
     """A Chromium this process launched, and the broker that serves its debugging pipe."""
 
     debugging: tuple[str, ...] = ("--remote-debugging-pipe",)
-    """How Chromium is debugged: the pipe, and nothing else (a class attribute: a suite's negative control
-    launches a variant that also opens a TCP port, as this launcher did before)."""
+    """How Chromium is debugged: the pipe, and nothing else (a class attribute, so a subclass can change it)."""
     broker_class: type[PipeBroker] = PipeBroker
-    """What serves the pipe (a class attribute: a suite's negative control swaps in a broken broker)."""
+    """What serves the pipe (a class attribute, so a subclass can swap in another broker)."""
 
     def __init__(
         self, process: asyncio.subprocess.Process, profile: Path, broker: PipeBroker, stderr: asyncio.Task[None]

@@ -63,6 +63,8 @@ ANSWER_HEAD = re.compile(r'\{"id":(\d+),')
 SESSION_TAIL = re.compile(r',"sessionId":"([^"]+)"\}$')
 """Chromium writes a message's `sessionId` last. At the very end of a JSON object, `,"sessionId":"…"}` can only be
 a top-level member (an unescaped quote cannot sit inside a string): routing reads it there without a parse."""
+TAIL = 128
+"""How much of a message's end `session_tail` reads (a session id is 32 hex digits): a long answer is never scanned."""
 TRACKED = ('{"method":"Target.attachedToTarget"', '{"method":"Target.detachedFromTarget"')
 
 
@@ -88,6 +90,13 @@ def peer_uid(sock: socket.socket) -> int | None:
     raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
     _pid, uid, _gid = struct.unpack("3i", raw)
     return uid
+
+
+def session_tail(text: str) -> tuple[str, int] | None:
+    """The message's top-level `sessionId` and where its member starts, read from the end; None if it has none."""
+    start = max(len(text) - TAIL, 0)
+    found = SESSION_TAIL.search(text, start)
+    return (found.group(1), found.start()) if found else None
 
 
 class BrokerError(RuntimeError):
@@ -427,18 +436,18 @@ class PipeBroker:
         if head is not None:
             self._on_answer(text, head)
             return
-        tail = SESSION_TAIL.search(text)
+        tail = session_tail(text)
         if tail is None:
             self._on_root_event(json.loads(text))
             return
-        session = tail.group(1)
+        session, at = tail
         client = self._owners.get(session)
         if client is None:
             return  # a session of a client that has gone
         if text.startswith(TRACKED):
             self._track(client, json.loads(text))
         if session == client.root:
-            text = text[: tail.start()] + "}"
+            text = text[:at] + "}"
         client.send(text)
 
     def _on_answer(self, text: str, head: re.Match[str]) -> None:
@@ -460,10 +469,8 @@ class PipeBroker:
         if route.client not in self._clients:
             return
         text = f"{text[: head.start(1)]}{route.client_id}{text[head.end(1) :]}"
-        if route.strip:
-            tail = SESSION_TAIL.search(text)
-            if tail is not None and tail.group(1) == route.client.root:
-                text = text[: tail.start()] + "}"
+        if route.strip and (tail := session_tail(text)) is not None and tail[0] == route.client.root:
+            text = text[: tail[1]] + "}"
         route.client.send(text)
 
     def _on_root_event(self, message: dict[str, Any]) -> None:
