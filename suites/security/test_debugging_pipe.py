@@ -9,8 +9,10 @@ closing any peer of another uid before reading a byte.
 The attacker is a second uid (`nobody`, through `setpriv`) while a Page with a secret in its URL is open: it tries
 the broker's socket and `GET /json/list` on every TCP port Chromium's process group listens on (found as root from
 `/proc/net/tcp{,6}` and the group's fds; every loopback port would also hit other tests' gateways, whose refusal
-counts are proofs of their own). Negative controls: `PortChromium` (the launcher's `debugging` flags with the TCP
-port it had before) and `AnyUidBroker` (a broker whose peer check admits anyone), caught by the same checks.
+counts are proofs of their own). `computer-use serve --launch` and `computer-use app` are also run as a user runs
+them: no port, and the app's console URL unread by the second uid. Negative controls: `PortChromium` (the launcher's
+`debugging` flags with the TCP port it had before) and `AnyUidBroker` (a broker whose peer check admits anyone),
+caught by the same checks.
 """
 
 from __future__ import annotations
@@ -369,24 +371,48 @@ async def test_chromium_dying_is_upstream_lost_to_a_gateway_and_closing_leaves_n
 # -- (c) `computer-use serve --launch`, as a user runs it ------------------------------------------------------------
 
 
-@pytest.mark.req("browser:debugging-pipe")
-async def test_serve_launch_runs_its_chromium_with_no_listening_port_and_leaves_nothing_behind() -> None:
-    # A short $TMPDIR of its own: Chromium's singleton socket (and the broker's) must fit a Unix socket path.
-    tmp_path = Path(tempfile.mkdtemp(prefix="cu-serve-"))
+@contextlib.asynccontextmanager
+async def command(*arguments: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, Path]]:
+    """`computer-use <arguments>` as a user runs it (`{tmp}` in an argument: its $TMPDIR), and its $TMPDIR: a short
+    one of its own (Chromium's singleton socket and the broker's must fit a Unix socket path). Killed, if still
+    running, and its $TMPDIR removed after."""
+    tmp = Path(tempfile.mkdtemp(prefix="cu-pipe-"))
     process = await asyncio.create_subprocess_exec(
         str(ROOT / ".venv" / "bin" / "computer-use"),
-        "serve",
-        "--launch",
-        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)},
+        *(argument.format(tmp=tmp) for argument in arguments),
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)},
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
-    assert process.stdin is not None
-    assert process.stdout is not None
-    assert process.stderr is not None
     try:
+        yield process, tmp
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def piped_chromium_of(process: asyncio.subprocess.Process, tmp: Path) -> int:
+    """The Chromium `process` launched: on the pipe, with no port flag, listening on no port; its profile and
+    socket directory under `tmp`."""
+    chromium = chromium_child(process.pid)
+    arguments = arguments_of(chromium)
+    assert b"--remote-debugging-pipe" in arguments
+    assert not [a for a in arguments if a.startswith(b"--remote-debugging-port")]
+    assert listening_ports(chromium) == []
+    assert len(launch_dirs(tmp)) == 2  # the profile and the socket's directory
+    return chromium
+
+
+@pytest.mark.req("browser:debugging-pipe")
+async def test_serve_launch_runs_its_chromium_with_no_listening_port_and_leaves_nothing_behind() -> None:
+    async with command("serve", "--launch") as (process, tmp):
+        assert process.stdin is not None
+        assert process.stdout is not None
+        assert process.stderr is not None
         hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "0"}}
         process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}).encode())
         process.stdin.write(b"\n")
@@ -394,19 +420,28 @@ async def test_serve_launch_runs_its_chromium_with_no_listening_port_and_leaves_
         line = await asyncio.wait_for(process.stdout.readline(), 60)  # answered once the runtime is up
         assert line, (await asyncio.wait_for(process.stderr.read(), 60)).decode()[-2000:]
         assert "result" in json.loads(line), line
-        chromium = chromium_child(process.pid)
-        arguments = arguments_of(chromium)
-        assert b"--remote-debugging-pipe" in arguments
-        assert not [a for a in arguments if a.startswith(b"--remote-debugging-port")]
-        assert listening_ports(chromium) == []
-        assert len(launch_dirs(tmp_path)) == 2  # the profile and the socket's directory
+        chromium = piped_chromium_of(process, tmp)
 
         process.stdin.close()  # the MCP client goes: serve ends
         assert await asyncio.wait_for(process.wait(), 60) == 0
         assert processes(2, chromium) == [], "Chromium's processes outlived serve"
-        assert launch_dirs(tmp_path) == [], "a profile or socket directory was left behind"
-    finally:
-        if process.returncode is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
-        shutil.rmtree(tmp_path, ignore_errors=True)
+        assert launch_dirs(tmp) == [], "a profile or socket directory was left behind"
+
+
+@pytest.mark.req("browser:debugging-pipe", "app:launch")
+async def test_the_apps_chromium_shows_a_second_uid_no_port_and_no_socket_so_not_the_consoles_url() -> None:
+    # Its settings and pairing socket in a config dir of its own, never the user's.
+    async with command("app", "--headless", "--port", "0", "--config-dir", "{tmp}/config") as (process, tmp):
+        assert process.stdout is not None
+        lines = [(await asyncio.wait_for(process.stdout.readline(), 60)).decode() for _ in range(2)]
+        assert lines[1].startswith("Console: "), lines
+        console_url = lines[1].removeprefix("Console: ").strip()
+        chromium = piped_chromium_of(process, tmp)
+        (sockets,) = [directory for directory in launch_dirs(tmp) if directory.name.startswith("computer-use-cdp-")]
+        seen = json.loads(await as_nobody(sys.executable, "-I", "-c", ATTACK, str(sockets / "cdp.sock"), console_url))
+        assert seen == {"socket": "PermissionError", "socket_listed": False, "listed_on": []}
+
+        process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(process.wait(), 60) == 0
+        assert processes(2, chromium) == [], "Chromium's processes outlived the app"
+        assert launch_dirs(tmp) == [], "a profile or socket directory was left behind"
