@@ -26,11 +26,12 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from fixtures_sites.server import FixtureServer
@@ -41,7 +42,7 @@ from runtime.cdp import CDPConnection
 from runtime.client import HostedClient
 from runtime.gateway import GatewayEvent, ScopedGateway
 from runtime.models import ComputerUseResult
-from runtime.pipe import PipeBroker
+from runtime.pipe import PipeBroker, http_session
 from runtime.service import Settings
 from suites.harness import client_in_task, ref_of
 from suites.security.conftest import GatewayWatch, raw_client
@@ -271,6 +272,91 @@ async def test_the_socket_check_catches_a_broker_that_admits_every_uid(fixture_s
     seen = await exposure(AnyUidChromium, fixture_server, reachable=True)
     assert seen.socket == "answered", seen
     assert seen.socket_listed, "the second uid read the secret Page's URL from the broker"
+
+
+# -- the broker: each connection a CDP session of its own, as each connection to a port is ----------------------
+
+
+class Raw:
+    """A CDP connection to the broker spoken frame by frame: what a client sends, exactly what it gets back."""
+
+    def __init__(self, http: aiohttp.ClientSession, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.http, self.ws, self.ids = http, ws, 0
+        self.events: list[dict[str, Any]] = []
+
+    @classmethod
+    async def open(cls, chromium: PrivateChromium, path: str) -> Raw:
+        http = http_session(chromium.endpoint, aiohttp.ClientTimeout(total=30))
+        return cls(http, await http.ws_connect(f"ws://chromium.invalid{path}", max_msg_size=0))
+
+    async def send(self, method: str, params: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+        """The whole answer to one command (events that come first are kept in `events`)."""
+        self.ids += 1
+        await self.ws.send_json({"id": self.ids, "method": method, "params": params or {}, **extra})
+        async with asyncio.timeout(30):
+            while True:
+                message = json.loads((await self.ws.receive()).data)
+                if message.get("id") == self.ids:
+                    return message
+                self.events.append(message)
+
+    async def until(self, method: str, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The first event `method` (kept or still to come) whose params pass `check`, bounded."""
+        async with asyncio.timeout(30):
+            while True:
+                for event in self.events:
+                    if event.get("method") == method and check(event["params"]):
+                        return event
+                self.events.append(json.loads((await self.ws.receive()).data))
+
+    async def close(self) -> None:
+        await self.ws.close()
+        await self.http.close()
+
+
+@pytest.mark.req("browser:debugging-pipe")
+async def test_each_broker_connection_is_a_cdp_session_of_its_own_and_cannot_use_another_connections_session(
+    piped: PrivateChromium, fixture_server: FixtureServer
+) -> None:
+    ((target, _),) = await open_loaded(piped.endpoint, [fixture_server.url("/dom_form/")])
+    async with http_session(piped.endpoint) as http, http.get("http://chromium.invalid/json/version") as answer:
+        browser_path = (await answer.json())["webSocketDebuggerUrl"].removeprefix("ws://chromium.invalid")
+    a, b = await Raw.open(piped, browser_path), await Raw.open(piped, browser_path)
+    page = await Raw.open(piped, f"/devtools/page/{target}")
+    try:
+        # Discovery is per connection: A's subscription shows B nothing.
+        assert "result" in await a.send("Target.setDiscoverTargets", {"discover": True})
+        assert target in [
+            e["params"]["targetInfo"]["targetId"] for e in a.events if e["method"] == "Target.targetCreated"
+        ]
+        attached = await a.send("Target.attachToTarget", {"targetId": target, "flatten": True})
+        session = attached["result"]["sessionId"]
+        assert "sessionId" not in attached  # A's own root session is never shown to it
+        evaluated = await a.send("Runtime.evaluate", {"expression": "window.mark = 'A'"}, sessionId=session)
+        assert evaluated["sessionId"] == session
+        assert evaluated["result"]["result"]["value"] == "A"
+
+        # B names A's session: Chromium's own answer for a session it does not know, and nothing reaches the Page.
+        refused = await b.send("Runtime.evaluate", {"expression": "window.mark = 'B'"}, sessionId=session)
+        assert refused == {"id": b.ids, "error": {"code": -32001, "message": "Session with given id not found."}}
+        assert b.events == []
+
+        # A page connection: the page is its root session, as on a port.
+        read = await page.send("Runtime.evaluate", {"expression": "window.mark"})
+        assert read == {"id": page.ids, "result": {"result": {"type": "string", "value": "A"}}}
+
+        # A and the page connection leave: their sessions go with them, and the Page is attached to nobody.
+        await b.send("Target.setDiscoverTargets", {"discover": True})
+        await page.close()
+        await a.close()
+        await b.until(
+            "Target.targetInfoChanged",
+            lambda params: params["targetInfo"]["targetId"] == target and not params["targetInfo"]["attached"],
+        )
+    finally:
+        for client in (a, b, page):
+            if not client.ws.closed:
+                await client.close()
 
 
 # -- (b) the runtime works on it, on every backend, with its gateways scoped ---------------------------------------
