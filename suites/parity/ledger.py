@@ -895,6 +895,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req("gateway:close", "scoped-cdp-gateway", "closing the gateway closes every client connection"),
     _req("gateway:secret-url", "the-boundary", "a gateway URL without its secret is 404, with an Origin 403"),
     _req("gateway:page-script-refused", "the-boundary", "a page script reaches no gateway, nor Chromium's WS"),
+    _req(
+        "gateway:local-user",
+        "the-boundary",
+        "another local user finds no gateway secret on a command line, and with one is refused before any CDP call",
+    ),
     _req("gateway:page-allowlist", "the-boundary", "only what a backend needs passes; the rest is refused"),
     _req("gateway:missing-target", "scoped-cdp-gateway", "a gateway for a target that does not exist refuses to start"),
     _req(
