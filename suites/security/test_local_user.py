@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
+import subprocess
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +34,7 @@ from aiohttp import web
 from lab.processes import processes
 from lab.tap import CDPTap
 from runtime.gateway import ScopedGateway
+from runtime.loopback import peer_uid
 from runtime.session import ComputerSession
 from suites.harness import Agent, Desk
 from suites.security.conftest import HTTP_TIMEOUT, GatewayWatch
@@ -438,3 +441,42 @@ async def test_a_request_with_sec_fetch_site_or_a_wrong_host_is_refused_even_fro
     ):
         assert answer.status == 200
         assert [t["id"] for t in await answer.json()] == [session.target_id]
+
+
+# -- the helper the caller check rests on --------------------------------------------------------------------------
+
+
+@pytest.mark.req("gateway:local-user")
+def test_the_peer_uid_helper_names_the_owner_of_a_loopback_peer_and_refuses_to_guess(tmp_path: Path) -> None:
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        with (
+            socket.create_server((host, 0), family=family) as server,
+            socket.create_connection(server.getsockname()[:2], timeout=10),
+        ):
+            accepted, peer = server.accept()
+            with accepted:
+                assert peer_uid(peer, accepted.getsockname()) == os.geteuid()
+                assert peer_uid(accepted.getsockname(), peer) == os.geteuid()  # the other end: ours too
+                assert peer_uid(peer, accepted.getsockname(), tables=(tmp_path / "none",)) is None
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(ATTACKER_TIMEOUT)
+        port = server.getsockname()[1]
+        script = f"import socket; s = socket.create_connection(('127.0.0.1', {port})); s.recv(1)"
+        other = subprocess.Popen([*NOBODY, PYTHON, "-I", "-c", script], env={"PATH": "/usr/bin:/bin"}, cwd="/")
+        try:
+            accepted, peer = server.accept()
+            with accepted:
+                assert peer_uid(peer, accepted.getsockname()) == 65534
+                # A dual-stack client's IPv4-mapped address is the same peer.
+                assert peer_uid(("::ffff:127.0.0.1", peer[1]), accepted.getsockname()) == 65534
+        finally:
+            other.wait(timeout=ATTACKER_TIMEOUT)
+    # TIME_WAIT lists uid 0 for any owner: never an answer. A peer off loopback is on another machine: unknown.
+    table = tmp_path / "tcp"
+    header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    line = "   0: 0100007F:C350 0100007F:1F90 {st} 00000000:00000000 00:00000000 00000000  {uid}        0 {inode}\n"
+    table.write_text(header + line.format(st="06", uid=0, inode=0))
+    assert peer_uid(("127.0.0.1", 50000), ("127.0.0.1", 8080), tables=(table,)) is None
+    table.write_text(header + line.format(st="01", uid=1000, inode=4242))
+    assert peer_uid(("127.0.0.1", 50000), ("127.0.0.1", 8080), tables=(table,)) == 1000
+    assert peer_uid(("10.1.2.3", 50000), ("127.0.0.1", 8080), tables=(table,)) is None
