@@ -150,6 +150,7 @@ class ChildBackend:
             if client is not None:
                 await client.close()
         finally:
+            self.config_path.unlink(missing_ok=True)  # the secret lives no longer than the child that needs it
             self._cleanup()
 
     def _check_target(self) -> None:
