@@ -34,7 +34,7 @@ from aiohttp import web
 from lab.processes import processes
 from lab.tap import CDPTap
 from runtime.gateway import ScopedGateway
-from runtime.loopback import peer_uid
+from runtime.loopback import TABLES, peer_uid
 from runtime.session import ComputerSession
 from suites.harness import Agent, Desk
 from suites.security.conftest import HTTP_TIMEOUT, GatewayWatch
@@ -455,7 +455,8 @@ def test_the_peer_uid_helper_names_the_owner_of_a_loopback_peer_and_refuses_to_g
         ):
             accepted, peer = server.accept()
             with accepted:
-                assert peer_uid(peer, accepted.getsockname()) == os.geteuid()
+                assert peer_uid(peer, accepted.getsockname()) == os.geteuid()  # netlink's answer
+                assert peer_uid(peer, accepted.getsockname(), tables=TABLES) == os.geteuid()  # /proc's
                 assert peer_uid(accepted.getsockname(), peer) == os.geteuid()  # the other end: ours too
                 assert peer_uid(peer, accepted.getsockname(), tables=(tmp_path / "none",)) is None
     with socket.create_server(("127.0.0.1", 0)) as server:
@@ -467,11 +468,20 @@ def test_the_peer_uid_helper_names_the_owner_of_a_loopback_peer_and_refuses_to_g
             accepted, peer = server.accept()
             with accepted:
                 assert peer_uid(peer, accepted.getsockname()) == 65534
+                assert peer_uid(peer, accepted.getsockname(), tables=TABLES) == 65534
                 # A dual-stack client's IPv4-mapped address is the same peer.
                 assert peer_uid(("::ffff:127.0.0.1", peer[1]), accepted.getsockname()) == 65534
         finally:
             other.wait(timeout=ATTACKER_TIMEOUT)
-    # TIME_WAIT lists uid 0 for any owner: never an answer. A peer off loopback is on another machine: unknown.
+        # Closed first by the client, its socket waits in TIME_WAIT, which the kernel lists as uid 0: unknown.
+        with socket.create_connection(("127.0.0.1", port), timeout=10):
+            accepted, peer = server.accept()
+        with accepted:
+            assert accepted.recv(1) == b""
+        assert peer_uid(peer, ("127.0.0.1", port)) is None
+        assert peer_uid(peer, ("127.0.0.1", port), tables=TABLES) is None
+        assert peer_uid(("127.0.0.1", 1), ("127.0.0.1", port)) is None
+    # The table's format: a TIME_WAIT line is never an answer; a peer off loopback is on another machine.
     table = tmp_path / "tcp"
     header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
     line = "   0: 0100007F:C350 0100007F:1F90 {st} 00000000:00000000 00:00000000 00000000  {uid}        0 {inode}\n"
