@@ -92,7 +92,10 @@ def _diag_uid(
     )
     request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, ANY_STATE) + sockid
     header = struct.pack("=IHHII", 16 + len(request), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, 1, 0)
-    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as channel:
+    netlink = getattr(socket, "AF_NETLINK", None)
+    if netlink is None:  # not Linux
+        raise OSError("no netlink sockets here")
+    with socket.socket(netlink, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as channel:
         channel.settimeout(DIAG_TIMEOUT)
         channel.sendto(header + request, (0, 0))
         answer = channel.recv(8192)
