@@ -372,11 +372,8 @@ class ScopedGateway:
         elif len(secret) >= 16:  # someone's try at a secret, maybe a near miss of this one: never recorded
             path = f"/<not the secret>/{rest}"
         shown = f"HTTP {request.method} {path[:200]}"
-        for status, reason in (
-            (403, self._check_caller(request)),
-            (421, self._check_host(request)),
-            (403, self._check_web(request)),
-        ):
+        for status, check in ((403, self._check_caller), (421, self._check_host), (403, self._check_web)):
+            reason = check(request)
             if reason is not None:
                 self._refuse(0, shown, reason, None)
                 return web.Response(status=status, text=refusal_message(f"{request.method} request", reason))
@@ -397,7 +394,7 @@ class ScopedGateway:
             return "the caller's address is unknown"
         uid = peer_uid(peer[:2], local[:2])
         if uid is None:
-            return "the caller's uid cannot be found (no loopback socket of its in /proc/net/tcp)"
+            return "the caller's uid cannot be found (no such loopback socket: not a local process, or gone)"
         if uid != os.geteuid():
             return f"the caller runs as uid {uid}, not as the gateway's uid {os.geteuid()}"
         return None
