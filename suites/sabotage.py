@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 from unittest import mock
 
+from backends.chrome_devtools_mcp.adapter import ChromeDevToolsMCPBackend
 from backends.open_claude_chrome import refs
 from backends.open_claude_chrome.adapter import OpenClaudeChromeBackend
 from backends.open_claude_chrome.contract import ToolContract
 from backends.open_claude_chrome.refs import Identity, Mode
+from backends.playwright_mcp.adapter import PlaywrightMCPBackend
 from runtime.backend import BackendError, Element, Failure
 from runtime.capability.host import PageContext
 from runtime.commands.base import Outcome
@@ -279,6 +281,20 @@ class HitBlindRefContract(ToolContract):
             return await super()._recheck(ref, identity, mode, arg)
 
 
+class PlaywrightGatewayOnArgv(PlaywrightMCPBackend):
+    """The gateway's URL, secret included, on the child's command line (`--cdp-endpoint`), as before issue 29."""
+
+    def flags(self) -> list[str]:
+        return ["--cdp-endpoint", self.config.cdp_endpoint, *super().flags()]
+
+
+class DevToolsGatewayOnArgv(ChromeDevToolsMCPBackend):
+    """The gateway's URL, secret included, on the child's command line (`--browserUrl`), as before issue 29."""
+
+    def flags(self) -> list[str]:
+        return ["--browserUrl", self.config.cdp_endpoint, *super().flags()]
+
+
 @dataclass(frozen=True)
 class Sabotage:
     """How one broken runtime is assembled: its service class, its gateway, and a change to its MCP server."""
@@ -306,4 +322,7 @@ SABOTAGE: dict[str, Sabotage] = {
     "gateway_unscoped": Sabotage(gateway_factory=UnscopedGateway),
     "expose_upstream_tools": Sabotage(server_change=expose_upstream_tool),
     "light_dom_ref_check": Sabotage(backends={"open_claude_chrome": LightDomRefBackend}),
+    "gateway_on_argv": Sabotage(
+        backends={"playwright_mcp": PlaywrightGatewayOnArgv, "chrome_devtools_mcp": DevToolsGatewayOnArgv}
+    ),
 }

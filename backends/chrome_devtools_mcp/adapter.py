@@ -43,7 +43,8 @@ re-observation shows the page as it is (as with the default backend).
 
 Uids go upstream only if they match the upstream's uid syntax (`3_14`). Nothing else ever addresses an element.
 
-Flags: the gateway's endpoint (`--browserUrl`), no usage statistics, no CrUX, no update checks, no config discovery;
+Flags: the gateway's endpoint in `--config <file>` (`browserUrl`, a 0600 file in a 0700 directory, never on the
+command line), no usage statistics, no CrUX, no update checks, no config discovery;
 categories performance, network, emulation and memory off; no JavaScript evaluation; no file: navigations; no
 source maps (DevTools would fetch them from the page's server); structured content (the only safe snapshot format);
 vision (click_at); file tools restricted to the workdir. HOME, TMPDIR and XDG_* point into the workdir.
@@ -113,8 +114,8 @@ class ChromeDevToolsMCPBackend(ChildBackend):
 
     def flags(self) -> list[str]:
         return [
-            "--browserUrl",
-            self.config.cdp_endpoint,
+            "--config",
+            str(self.config_path),
             "--no-usage-statistics",
             "--no-performance-crux",
             "--no-category-performance",
@@ -131,6 +132,10 @@ class ChromeDevToolsMCPBackend(ChildBackend):
             "--filesystemRoot",
             str(self.workdir / "files"),
         ]
+
+    def upstream_config(self) -> dict[str, Any]:
+        """The gateway, as `--browserUrl` would give it (its config file takes every flag by its long name)."""
+        return {"browserUrl": self.config.cdp_endpoint}
 
     def upstream_env(self) -> dict[str, str]:
         return ENV

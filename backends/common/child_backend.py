@@ -6,12 +6,19 @@ whatever happens to it. Once the bound page is gone (the runtime's `config.targe
 did), the loss is sticky: nothing more goes upstream.
 
 A subclass names its upstream (`EXECUTABLE`, `CLIENT` bound to its allowlist, `PRIVATE_DIRS`), gives its flags
-(`flags()`) and its own environment variables (`upstream_env()`), and owns its calls. The private HOME, TMPDIR and
+(`flags()`), its own environment variables (`upstream_env()`) and its config file (`upstream_config()`), and owns
+its calls.
+
+The gateway's URL carries the session's secret, so it is never a flag (every local user reads a process's command
+line, `ps`) nor an environment variable (children inherit them, and a leak into a log or another process is one
+`env` away): it goes into the upstream's own JSON config file, `config_path`, written 0600 into a 0700 directory
+before the child starts, and the child is given only the file's path. The private HOME, TMPDIR and
 XDG_* directories and PATH are set here, from `PRIVATE_DIRS`, the same for every child.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +38,8 @@ PRIVATE_ENV = {
 }
 """The environment variable that points the child at each private directory of `PRIVATE_DIRS` that has one."""
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+CONFIG_DIR = "private"
+"""The workdir's subdirectory (0700) that holds the upstream's config file (0600)."""
 
 
 def node_bin() -> Path:
@@ -77,6 +86,27 @@ class ChildBackend:
         """Environment variables of this upstream's own (telemetry off, its socket directory, ...)."""
         return {}
 
+    def upstream_config(self) -> dict[str, Any]:
+        """The upstream's JSON config (`--config config_path`): the gateway's URL, which no flag may carry."""
+        raise NotImplementedError
+
+    @property
+    def config_path(self) -> Path:
+        """Where `upstream_config()` is written: `<workdir>/private/<EXECUTABLE>.json`, only the runtime's uid reads
+        it."""
+        return self.workdir / CONFIG_DIR / f"{self.EXECUTABLE}.json"
+
+    def _write_config(self) -> None:
+        """`upstream_config()` into `config_path`: the directory 0700 and the file 0600 from their creation (never
+        briefly readable by others), replaced whole if an earlier start left one."""
+        folder = self.config_path.parent
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)
+        self.config_path.unlink(missing_ok=True)
+        fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            json.dump(self.upstream_config(), file)
+
     def _prepare(self) -> None:
         """Anything else the command needs before it is built (called once per start)."""
 
@@ -93,6 +123,7 @@ class ChildBackend:
         if not os.access(self.node_bin / self.EXECUTABLE, os.X_OK):
             raise BackendError(Failure.upstream, f"{self.EXECUTABLE} is not installed in {self.node_bin} (npm ci)")
         self._prepare()
+        self._write_config()
         executable, args, env = self.command()
         options: dict[str, Any] = {
             "cwd": self.workdir,
@@ -119,6 +150,7 @@ class ChildBackend:
             if client is not None:
                 await client.close()
         finally:
+            self.config_path.unlink(missing_ok=True)  # the secret lives no longer than the child that needs it
             self._cleanup()
 
     def _check_target(self) -> None:

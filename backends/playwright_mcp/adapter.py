@@ -26,9 +26,11 @@ call).
 Refs go upstream only if they match the upstream's ref syntax (`e12`, `f1e3`): `target` also accepts CSS and
 Playwright selectors, which would let text from elsewhere address arbitrary elements.
 
-Flags: `--snapshot-mode none` (actions do not snapshot, so nothing is written to disk and no CDP calls are spent
-on it), `--codegen none`, `--no-webmcp` (pages could otherwise register callable tools), `--caps vision` (point
-click, wheel), `--output-dir` inside the workdir, explicit action/navigation timeouts below the call timeout.
+The gateway's URL (secret included) is in `--config <file>` (`browser.cdpEndpoint`, a 0600 file in a 0700
+directory), never on the command line. Flags: `--snapshot-mode none` (actions do not snapshot, so nothing is
+written to disk and no CDP calls are spent on it), `--codegen none`, `--no-webmcp` (pages could otherwise register
+callable tools), `--caps vision` (point click, wheel), `--output-dir` inside the workdir, explicit action/navigation
+timeouts below the call timeout.
 """
 
 from __future__ import annotations
@@ -89,8 +91,8 @@ class PlaywrightMCPBackend(ChildBackend):
 
     def flags(self) -> list[str]:
         return [
-            "--cdp-endpoint",
-            self.config.cdp_endpoint,
+            "--config",
+            str(self.config_path),
             "--caps",
             "vision",
             "--snapshot-mode",
@@ -111,6 +113,10 @@ class PlaywrightMCPBackend(ChildBackend):
             "--cdp-timeout",
             str(int(min(self.start_timeout, self.call_timeout) * 1000)),
         ]
+
+    def upstream_config(self) -> dict[str, Any]:
+        """The gateway, as `--cdp-endpoint` would give it (`browser.cdpEndpoint`, config.d.ts)."""
+        return {"browser": {"cdpEndpoint": self.config.cdp_endpoint}}
 
     def upstream_env(self) -> dict[str, str]:
         return {

@@ -1,11 +1,19 @@
 """The scoped CDP gateway: a per-ComputerSession CDP endpoint that shows its client exactly one page.
 
-Only the backend the runtime hands the endpoint to may reach it. Any page's script can open a WebSocket to any
-loopback port (WebSockets are not subject to CORS) and can *send* a simple `fetch()` there, so every gateway URL
-carries a per-gateway secret as its first path segment (`http://127.0.0.1:PORT/<secret>/json/version`,
-`ws://127.0.0.1:PORT/<secret>/devtools/browser/…`): a request without it is answered 404 and never forwarded. A
-request that carries an `Origin` header comes from a web page (browsers add it to every WebSocket handshake and
-cross-origin request; CDP clients send none) and is answered 403, secret or not. Both are recorded in `refusals`.
+Only the backend the runtime hands the endpoint to may reach it. Every request and handshake is admitted
+(`_admit`) in this order, each refusal recorded in `refusals` and never forwarded:
+
+1. Who calls (`_check_caller`): the peer's socket must belong to the gateway's own uid (`runtime.loopback`), else
+   403. Another local user reaches every loopback port; with a leaked secret it must still get nothing.
+2. `Host` must name the gateway's own address and port, else 421: a DNS-rebound page's requests name its host.
+3. A request carrying `Origin`, `Sec-Fetch-Site` or any `Sec-Fetch-*` header but `Sec-Fetch-Mode` comes from a web
+   page (browsers add `Origin` to every WebSocket handshake and cross-origin request, `Sec-Fetch-Site`/`-Dest`/
+   `-Mode` to every request; CDP clients send none, but Node's `fetch()` sends `Sec-Fetch-Mode`): 403, secret or
+   not.
+4. Every gateway URL carries a per-gateway secret as its first path segment
+   (`http://127.0.0.1:PORT/<secret>/json/version`, `ws://127.0.0.1:PORT/<secret>/devtools/browser/…`), because any
+   page's script can open a WebSocket to any loopback port (not subject to CORS) and *send* a simple `fetch()`
+   there: a request without it is answered 404. The backend gets the URL in a 0600 file, never on its command line.
 
 A backend (the `@playwright/mcp` or `chrome-devtools-mcp` child, or our own adapter) is a general CDP client: left
 alone it enumerates, attaches to and initializes every page of the browser. Behind this gateway it sees one target,
@@ -37,6 +45,7 @@ import hmac
 import itertools
 import json
 import logging
+import os
 import re
 import secrets
 from collections import Counter, deque
@@ -49,6 +58,7 @@ import aiohttp
 from aiohttp import web
 
 from runtime.gateway.allowlist import FORWARD, Policy, Verdict, refusal_message, static_verdict
+from runtime.loopback import peer_uid
 from runtime.pipe import http_base, http_session
 
 log = logging.getLogger(__name__)
@@ -75,6 +85,9 @@ READ_ANSWERS = frozenset(
     {"Target.getTargets", "Page.getFrameTree", "Target.attachToTarget", "Browser.getWindowForTarget"}
 )
 """Methods whose answers the gateway reads or rewrites (`_rewrite_result`): parsed whole, always."""
+
+NODE_FETCH = "sec-fetch-mode"
+"""The one `Sec-Fetch-*` header a CDP client sends: Node's `fetch()` adds it to every request (`_check_web`)."""
 
 EventKind = Literal["popup", "crashed", "destroyed", "detached", "upstream_lost"]
 
@@ -352,8 +365,9 @@ class ScopedGateway:
     def _admit(self, request: web.Request) -> str | web.Response:
         """The path after the secret, or the answer refusing the request (recorded, never forwarded).
 
-        An `Origin` header is checked first, so a page learns nothing about the secret: every request it can make
-        gets the same 403. The secret is compared in constant time, and never written to a refusal or a log."""
+        The caller, `Host`, `Origin` and `Sec-Fetch-*` are checked before the secret, so a refused caller or a page
+        learns nothing about the secret: every request it can make gets the same answer. The secret is compared in
+        constant time, and never written to a refusal or a log."""
         secret, _, rest = request.path[1:].partition("/")
         known = hmac.compare_digest(secret.encode(), self._secret.encode())
         path = request.path
@@ -362,15 +376,57 @@ class ScopedGateway:
         elif len(secret) >= 16:  # someone's try at a secret, maybe a near miss of this one: never recorded
             path = f"/<not the secret>/{rest}"
         shown = f"HTTP {request.method} {path[:200]}"
-        origin = request.headers.get(aiohttp.hdrs.ORIGIN)
-        if origin is not None:
-            reason = f"the request carries Origin {origin[:100]!r}: it comes from a web page"
-            self._refuse(0, shown, reason, None)
-            return web.Response(status=403, text=refusal_message(f"{request.method} request", reason))
+        for status, check in ((403, self._check_caller), (421, self._check_host), (403, self._check_web)):
+            reason = check(request)
+            if reason is not None:
+                self._refuse(0, shown, reason, None)
+                return web.Response(status=status, text=refusal_message(f"{request.method} request", reason))
         if not known:
             self._refuse(0, shown, "no or wrong gateway secret in the path", None)
             return web.Response(status=404, text="computer_use gateway: no such endpoint")
         return "/" + rest
+
+    def _check_caller(self, request: web.Request) -> str | None:
+        """Why the caller may not use this gateway, or None: its socket must be owned by the gateway's own uid.
+
+        The secret keeps out whoever does not know it; this keeps out every other local user who does (a leaked
+        URL, a backend's command line read from `ps`). Unknown counts as another user."""
+        transport = request.transport
+        peer = transport.get_extra_info("peername") if transport is not None else None
+        local = transport.get_extra_info("sockname") if transport is not None else None
+        if not peer or not local:
+            return "the caller's address is unknown"
+        uid = peer_uid(peer[:2], local[:2])
+        if uid is None:
+            return "the caller's uid cannot be found (no such loopback socket: not a local process, or gone)"
+        if uid != os.geteuid():
+            return f"the caller runs as uid {uid}, not as the gateway's uid {os.geteuid()}"
+        return None
+
+    def _check_host(self, request: web.Request) -> str | None:
+        """Why `Host` is wrong, or None: it must name the gateway's own address and port, as every URL it hands out
+        does (a DNS-rebound page's requests name the attacker's host)."""
+        host = request.headers.get(aiohttp.hdrs.HOST)
+        if host != self._hostport:
+            return f"the request names Host {(host or '')[:100]!r}, not the gateway's {self._hostport}"
+        return None
+
+    @staticmethod
+    def _check_web(request: web.Request) -> str | None:
+        """Why the request comes from a web page, or None: browsers send `Origin` on every WebSocket handshake and
+        cross-origin request, and `Sec-Fetch-Site` and `Sec-Fetch-Dest` on every request to a loopback address
+        (forbidden headers: page script cannot drop them); CDP clients send neither. `Sec-Fetch-Mode` alone is
+        Node's own `fetch()` (undici sends `Sec-Fetch-Mode: cors` on every request; puppeteer, and so
+        chrome-devtools-mcp, reads `/json/version` with it): let through."""
+        origin = request.headers.get(aiohttp.hdrs.ORIGIN)
+        if origin is not None:
+            return f"the request carries Origin {origin[:100]!r}: it comes from a web page"
+        fetch = sorted(
+            name for name in request.headers if name.lower().startswith("sec-fetch-") and name.lower() != NODE_FETCH
+        )
+        if fetch:
+            return f"the request carries {', '.join(fetch)[:100]}: it comes from a web page"
+        return None
 
     # -- HTTP discovery ----------------------------------------------------------------------------------------
 

@@ -197,6 +197,9 @@ async def test_the_child_runs_in_the_workdir_writes_nothing_outside_and_close_le
     for key in ("NO_USAGE_STATISTICS", "NO_UPDATE_CHECKS", "NO_CONFIG_DISCOVERY"):
         assert environ[f"CHROME_DEVTOOLS_MCP_{key}"] == "1"
     assert cwd == workdir
+    config = devtools_backend.config_path  # the gateway's URL: only in a file of ours, never on the command line
+    assert (config.stat().st_mode & 0o777, config.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+    assert json.loads(config.read_text()) == {"browserUrl": devtools_backend.config.cdp_endpoint}
     await devtools_backend.snapshot()
     await devtools_backend.screenshot()
     await devtools_backend.close()
@@ -205,7 +208,7 @@ async def test_the_child_runs_in_the_workdir_writes_nothing_outside_and_close_le
     assert real_cache_state() == before  # no update check wrote ~/.cache/chrome-devtools-mcp/latest.json
     assert not (workdir / "home" / ".cache" / "chrome-devtools-mcp" / "latest.json").exists()
     written = sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*") if p.is_file())
-    assert written == ["chrome-devtools-mcp.stderr.log"]
+    assert written == ["chrome-devtools-mcp.stderr.log"]  # the config file went with the child
     browser = tap.by_target(label="backend").get(BROWSER, Counter())
     assert browser["Target.createTarget"] == 0
     assert browser["Target.closeTarget"] == 0

@@ -7,6 +7,7 @@ allowlist) are in `test_backends.py`, parametrized by backend.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -58,11 +59,15 @@ async def test_the_child_runs_in_the_workdir_and_close_leaves_no_process_behind(
         assert cwd == workdir.resolve()
         sockets = Path(environ["PWTEST_SOCKETS_DIR"])  # short enough for a unix socket path, private
         assert sockets.is_relative_to(workdir) or sockets.name.startswith("cu-pw-")
+        config = playwright_backend.config_path  # the gateway's URL: only in a file of ours, never on the command line
+        assert (config.stat().st_mode & 0o777, config.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+        assert json.loads(config.read_text()) == {"browser": {"cdpEndpoint": playwright_backend.config.cdp_endpoint}}
         await playwright_backend.snapshot()
         await playwright_backend.screenshot()
     finally:
         await playwright_backend.close()
     assert not group_alive(pid)
+    assert not config.exists()
     assert sockets.is_relative_to(workdir) or not exists(sockets)
     assert not (Path.cwd() / ".playwright-mcp").exists()
     assert any((workdir / "cache").rglob("*")), "the upstream's registry file belongs in the private cache"

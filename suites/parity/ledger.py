@@ -900,6 +900,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "the-boundary",
         "a Chromium the runtime launches opens no TCP debugging port; its pipe is served to the user only",
     ),
+    _req(
+        "gateway:local-user",
+        "the-boundary",
+        "another local user finds no gateway secret on a command line, and with one is refused before any CDP call",
+    ),
     _req("gateway:page-allowlist", "the-boundary", "only what a backend needs passes; the rest is refused"),
     _req("gateway:missing-target", "scoped-cdp-gateway", "a gateway for a target that does not exist refuses to start"),
     _req(
