@@ -49,6 +49,7 @@ import aiohttp
 from aiohttp import web
 
 from runtime.gateway.allowlist import FORWARD, Policy, Verdict, refusal_message, static_verdict
+from runtime.listeners import BoundedAppRunner
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +209,7 @@ class ScopedGateway:
             await self._start_discovery()
             app = web.Application()
             app.router.add_route("*", "/{tail:.*}", self._serve)
-            self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+            self._runner = BoundedAppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
             await self._runner.setup()
             site = web.TCPSite(self._runner, "127.0.0.1", 0)
             await site.start()

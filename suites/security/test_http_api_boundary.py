@@ -221,7 +221,7 @@ class AcceptsAnyBody(IgnoresOrigin):
 class KeepsEveryConnection(HttpApi):
     """Broken: keeps every connection id it is sent, for ever (its table grows with every new id)."""
 
-    async def _connection(self, connection_id: str) -> NamedConnection:
+    async def _connection(self, connection_id: str, meta: dict[str, str]) -> NamedConnection:
         if connection_id not in self._connections:
             self._connections[connection_id] = NamedConnection(http_api.connection_nonce(connection_id))
         return self._connections[connection_id]
