@@ -47,35 +47,41 @@ class BoundedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._head_timer: asyncio.TimerHandle | None = None
-        self._waiting_since = self.loop.time()
+        self._head_since: float | None = None
         self._await_head()
         if len(self.connections) > self.max_connections:
             self._make_room()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_head_timer()
+        self._head_done()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         # uvicorn cancels its keep-alive timer on any byte, so a partial next head would otherwise wait for ever.
-        if self._head_timer is None and self._waiting_for_head():
-            self._waiting_since = self.loop.time()
+        if self._head_since is None and self._waiting_for_head():
             self._await_head()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._head_since is None and self._waiting_for_head():
+            self._await_head()  # idle between requests: waiting for the next head, so the first to make room
 
     def handle_events(self) -> None:
         super().handle_events()
         if not self._waiting_for_head():
-            self._stop_head_timer()
+            self._head_done()
 
     def _waiting_for_head(self) -> bool:
         return not self.transport.is_closing() and self.conn.their_state is h11.IDLE
 
     def _await_head(self) -> None:
+        self._head_since = self.loop.time()
         if self.head_timeout > 0:
             self._head_timer = self.loop.call_later(self.head_timeout, self._head_late)
 
-    def _stop_head_timer(self) -> None:
+    def _head_done(self) -> None:
+        self._head_since = None
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
@@ -89,12 +95,13 @@ class BoundedH11Protocol(H11Protocol):
         waiting = [
             other
             for other in self.connections
-            if isinstance(other, BoundedH11Protocol) and other._head_timer is not None and other is not self
+            if isinstance(other, BoundedH11Protocol)
+            and other is not self
+            and other._head_since is not None
+            and not other.transport.is_closing()
         ]
-        if not waiting:
-            self.transport.close()
-            return
-        min(waiting, key=lambda other: other._waiting_since).transport.close()
+        oldest = min(waiting, key=lambda other: other._head_since or 0.0, default=self)
+        oldest.transport.close()
 
 
 class BoundedServer(web.Server):
