@@ -35,7 +35,7 @@ from runtime.app import Runtime
 from runtime.browser import PrivateChromium
 from runtime.cdp import CDPError
 from runtime.client import HostedClient
-from runtime.listeners import ensure_descriptors
+from runtime.listeners import BACKLOG, ensure_descriptors
 from runtime.mcp.http import bounded_config, http_app
 from runtime.models import Page
 from runtime.observation import OBSERVATION_TOKENS
@@ -221,7 +221,7 @@ class HostApp:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # restart despite TIME_WAIT, as uvicorn does
             sock.bind(("127.0.0.1", self.config.mcp_port))
-            sock.listen(128)  # connections queue from here on, before uvicorn accepts: no wait for it to be up
+            sock.listen(BACKLOG)  # connections queue from here on, before uvicorn accepts: no wait for it to be up
         except OSError as exc:
             sock.close()
             raise StartError(f"cannot serve MCP on 127.0.0.1:{self.config.mcp_port}: {exc.strerror}") from None

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from host.turns import Refused
-from runtime.listeners import BoundedAppRunner
+from runtime.listeners import BACKLOG, BoundedAppRunner
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class ConsoleServer:
             await self._runner.cleanup()
             raise
         self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
+        await web.SockSite(self._runner, sock, backlog=BACKLOG).start()
         return self
 
     async def close(self) -> None:

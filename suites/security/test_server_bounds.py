@@ -64,6 +64,10 @@ CONNECT_LIMIT = 15.0
 """How long the flood may take to open its sockets (a full accept queue retries a SYN after 1 s, 3 s, ...)."""
 DRAIN_LIMIT = HEAD_TIMEOUT + 8.0
 """How long after the legitimate answers every slow socket must have been closed by the head deadline."""
+LISTEN = "0A"
+"""The listening socket's state in /proc/net/tcp (not a connection)."""
+SLACK = 8
+"""Connections a listener may be seen over its cap: closed in this loop turn, their descriptor released in the next."""
 NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 PYTHON = "/usr/bin/python3"
 """The system's Python (the flood needs only its standard library): `nobody` cannot enter the venv's /root/.pyenv."""
@@ -201,6 +205,24 @@ def open_descriptors() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def held_on(port: int) -> int:
+    """Connections this process holds on its listening `port`, as the kernel lists them (`/proc/net/tcp`): what the
+    server accepted and has not closed, whatever the flood believes."""
+    mine = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:["):
+                mine.add(target[8:-1])
+    held = 0
+    with open("/proc/net/tcp", encoding="ascii") as table:
+        for row in list(table)[1:]:
+            fields = row.split()
+            local_port, state, inode = int(fields[1].split(":")[1], 16), fields[3], fields[9]
+            held += local_port == port and state != LISTEN and inode in mine
+    return held
+
+
 # -- the legitimate clients ----------------------------------------------------------------------------------------
 
 
@@ -276,10 +298,10 @@ async def check_slow_heads(
     await asyncio.gather(*(flood.start() for flood in floods))
     for flood in floods:
         assert flood.held >= FLOOD * 0.9, f"the {flood.name} flood opened only {flood.held} sockets"
-    held = {flood.name: flood.held - await flood.closed() for flood in floods}
+    held = {flood.name: held_on(flood.port) for flood in floods}
     answers = [await answered(name, client, app) for name, client in clients.items()]
     during = open_descriptors()
-    after = {flood.name: flood.held - await flood.closed() for flood in floods}
+    after = {flood.name: held_on(flood.port) for flood in floods}
     figures: dict[str, Any] = {
         "flood_per_listener": {flood.name: flood.held for flood in floods},
         "flood_opened_in_s": {flood.name: flood.took for flood in floods},
@@ -291,7 +313,9 @@ async def check_slow_heads(
         "fd_soft_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
     }
     for name, count in held.items():
-        assert count <= MAX_CONNECTIONS, f"the {name} listener held {count} slow sockets, its cap is {MAX_CONNECTIONS}"
+        most = max(count, after[name])
+        cap = MAX_CONNECTIONS
+        assert most <= cap + SLACK, f"the {name} listener held {most} connections, its cap is {cap}"
         # Answered under the flood, not after it: the listener still held a full cap of slow heads meanwhile.
         assert min(after[name], count) >= MAX_CONNECTIONS * 0.9, f"the {name} flood ended before the answers: {held}"
     drained = await asyncio.gather(*(flood.drain(DRAIN_LIMIT) for flood in floods))
@@ -448,7 +472,7 @@ async def test_the_slow_head_check_catches_an_aiohttp_listener_without_the_conne
 ) -> None:
     monkeypatch.setattr(BoundedAppRunner, "server_class", web.Server)
     app = await start_app(open_console=False)
-    with pytest.raises(AssertionError, match=r"the console \(aiohttp\) listener held \d+ slow sockets, its cap is"):
+    with pytest.raises(AssertionError, match=r"the console \(aiohttp\) listener held \d+ connections, its cap is"):
         await check_slow_heads(app, {"console (aiohttp)": app.console.port}, {"console": console_answers}, floods)
 
 
