@@ -137,14 +137,14 @@ class Slowloris:
         self.took = 0.0
         self._process: asyncio.subprocess.Process | None = None
 
-    async def start(self, count: int = FLOOD) -> None:
+    async def start(self) -> None:
         self._process = await asyncio.create_subprocess_exec(
             *NOBODY,
             PYTHON,
             "-c",
             SLOWLORIS,
             str(self.port),
-            str(count),
+            str(FLOOD),
             str(CONNECT_LIMIT),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
