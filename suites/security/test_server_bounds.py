@@ -40,6 +40,7 @@ from aiohttp import web
 from mcp import Client
 from mcp.server.streamable_http_manager import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT
 
+import host.pairing as pairing_module
 import runtime.mcp.http as http_module
 from host.app import HostApp
 from runtime.client import HostedClient
@@ -73,6 +74,8 @@ PYTHON = "/usr/bin/python3"
 """The system's Python (the flood needs only its standard library): `nobody` cannot enter the venv's /root/.pyenv."""
 CAP = 64
 """The documented MCP session cap (docs/http.md)."""
+PAIRINGS = 64
+"""The documented pairing cap (docs/security.md)."""
 SESSION_FLOOD = 100
 FLOOD_CLIENT = {"name": "flood", "version": "0"}
 SESSION_IDLE = 1.5
@@ -396,6 +399,30 @@ async def one_page(desk: Desk) -> Desk:
     return desk
 
 
+async def check_pairing_cap(app: HostApp) -> dict[str, Any]:
+    """`PAIRINGS` + 1 connections of the app's own user: the last is refused saying why, nothing else changes;
+    once one pairing ends, a new client pairs."""
+    assert app.pairing is not None, "the app serves no pairing socket"
+    path = str(app.pairing.path)
+    held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    try:
+        for _ in range(PAIRINGS):
+            reader, writer = await within(asyncio.open_unix_connection(path), CALL_LIMIT)
+            held.append((reader, writer))
+            assert json.loads(await within(reader.readline(), CALL_LIMIT)).get("type") == "paired"
+        reader, writer = await within(asyncio.open_unix_connection(path), CALL_LIMIT)
+        over = json.loads(await within(reader.readline(), CALL_LIMIT))
+        writer.close()
+        assert over.get("type") == "refused", f"pairing {len(held) + 1} over the cap: {over}"
+        assert "paired already" in over.get("message", ""), over
+        held.pop(0)[1].close()
+        answer = await within(pairing_answers(app), CALL_LIMIT, "a pairing once one ended")
+    finally:
+        for _, writer in held:
+            writer.close()
+    return {"pairings_held": len(held) + 1, "over_the_cap": over.get("type"), "after_one_ended": answer}
+
+
 # -- the variants the negative controls put in ---------------------------------------------------------------------
 
 
@@ -444,6 +471,14 @@ async def test_an_mcp_session_flood_stops_at_the_cap_and_a_new_client_gets_in_on
     record_cost("server_bounds_mcp_sessions", figures)
 
 
+@pytest.mark.req("transport:bounded-servers")
+async def test_pairings_stop_at_their_cap_with_a_reason_and_a_new_client_pairs_once_one_ends(
+    start_app: StartApp,  # noqa: F811
+) -> None:
+    app = await start_app(open_console=False)
+    record_cost("server_bounds_pairings", await check_pairing_cap(app))
+
+
 # -- negative controls ---------------------------------------------------------------------------------------------
 
 
@@ -488,3 +523,15 @@ async def test_the_session_check_catches_the_sdks_default_session_manager(
         live = HostedClient(await line.client())
         with pytest.raises(AssertionError, match=r"\d+ MCP sessions open, the cap is 64"):
             await check_session_cap(served, live, one_page, line)
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("transport:bounded-servers")
+async def test_the_pairing_check_catches_a_pairing_server_without_a_cap(
+    start_app: StartApp,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = await start_app(open_console=False)
+    monkeypatch.setattr(pairing_module, "MAX_PAIRINGS", 1 << 20)
+    with pytest.raises(AssertionError, match="pairing 65 over the cap"):
+        await check_pairing_cap(app)
