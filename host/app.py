@@ -35,7 +35,8 @@ from runtime.app import Runtime
 from runtime.browser import PrivateChromium
 from runtime.cdp import CDPError
 from runtime.client import HostedClient
-from runtime.mcp.http import http_app
+from runtime.listeners import BACKLOG, ensure_descriptors
+from runtime.mcp.http import bounded_config, http_app
 from runtime.models import Page
 from runtime.observation import OBSERVATION_TOKENS
 from runtime.service import Settings
@@ -215,19 +216,18 @@ class HostApp:
 
     async def _serve_mcp(self) -> Any:
         """Serve the runtime's MCP tool on 127.0.0.1 and open the app's own client connection to it."""
+        ensure_descriptors()  # every listener's cap (runtime.listeners) must fit in the process's open-file limit
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # restart despite TIME_WAIT, as uvicorn does
             sock.bind(("127.0.0.1", self.config.mcp_port))
-            sock.listen(128)  # connections queue from here on, before uvicorn accepts: no wait for it to be up
+            sock.listen(BACKLOG)  # connections queue from here on, before uvicorn accepts: no wait for it to be up
         except OSError as exc:
             sock.close()
             raise StartError(f"cannot serve MCP on 127.0.0.1:{self.config.mcp_port}: {exc.strerror}") from None
         self.mcp_url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-        config = uvicorn.Config(
-            http_app(self.runtime.server, "127.0.0.1", None),
-            log_level="warning",
-            timeout_graceful_shutdown=2,
+        config = bounded_config(
+            http_app(self.runtime.server, "127.0.0.1", None), log_level="warning", timeout_graceful_shutdown=2
         )
         self._mcp_server = _MCPServer(config)
         self._mcp_task = asyncio.create_task(self._mcp_server.serve(sockets=[sock]))

@@ -14,7 +14,9 @@ The protocol is one JSON object per line, at most `MAX_LINE` bytes, each request
   while a grant holds, else `{"ok": false, "message": ..., "hint": ...}` (with `"code": "target_lost"` when the
   grant holds but its Pages could not be read).
 
-A connection is one pairing: when it closes, its grant ends.
+A connection is one pairing: when it closes, its grant ends. At most `MAX_PAIRINGS` are open at once: one more
+gets `{"type": "refused", "message": ...}` and is closed (an MCP client pairs once, so only a runaway process of the
+app's own user can reach the cap, and it cannot take a pairing that is open).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from host.grants import GRANT_HINT, GrantStore, NoGrant
 log = logging.getLogger(__name__)
 
 MAX_LINE = 64 * 1024
+MAX_PAIRINGS = 64
 SOCKET_DIR = "connect"
 SOCKET_NAME = "app.sock"
 
@@ -121,6 +124,10 @@ class PairingServer:
             uid = peer_uid(sock) if sock is not None else None
             if uid is None or uid != self.owner_uid:
                 log.warning("pairing refused: peer uid %s is not the app's user", uid)
+                return
+            if len(self._connections) > MAX_PAIRINGS:
+                message = f"{MAX_PAIRINGS} clients are paired already: close one (end its MCP client) and retry"
+                await self._send(writer, {"type": "refused", "message": message})
                 return
             pairing = self.grants.pair()
             try:

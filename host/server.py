@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from host.turns import Refused
+from runtime.listeners import BACKLOG, BoundedAppRunner
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ class ConsoleServer:
     async def start(self, port: int = 0) -> ConsoleServer:
         app = web.Application(middlewares=[self._guard], client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        self._runner = BoundedAppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
@@ -172,7 +173,7 @@ class ConsoleServer:
             await self._runner.cleanup()
             raise
         self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
+        await web.SockSite(self._runner, sock, backlog=BACKLOG).start()
         return self
 
     async def close(self) -> None:
@@ -338,7 +339,7 @@ class DemoServer:
     async def start(self) -> DemoServer:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_get("/demo/", self._page)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        self._runner = BoundedAppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from runtime.adapter import envelope, invalid, serve
-from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, NamedConnection, NoConnection
+from runtime.capability.verifier import CALL_KEY, HTTP_NONCE_PREFIX, TOKEN_KEY, NamedConnection, NoConnection
 from runtime.commands.base import Outcome
 from runtime.service import ComputerUseService
 
@@ -66,7 +66,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 def connection_nonce(connection_id: str) -> str:
     """The nonce a host mints an HTTP client's tokens for: a hash of its connection id, which stays secret."""
-    return "http-" + hashlib.sha256(connection_id.encode()).hexdigest()[:32]
+    return HTTP_NONCE_PREFIX + hashlib.sha256(connection_id.encode()).hexdigest()[:32]
 
 
 class Refused(Exception):
@@ -162,6 +162,8 @@ class HttpApi:
             arguments = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
             return 400, envelope(invalid("the body is not JSON: send computer_use's arguments as a JSON object"))
+        except RecursionError:
+            return 400, envelope(invalid("the body nests too deeply: computer_use's arguments nest a few levels"))
         if not isinstance(arguments, dict):
             return 400, envelope(invalid("the body must be a JSON object: computer_use's arguments"))
         return 200, self._body(await self._call(arguments, headers))
@@ -186,27 +188,35 @@ class HttpApi:
     async def _call(self, arguments: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> Outcome:
         """What the MCP tool does with a call (`runtime.adapter.serve`), the capability taken from the headers."""
         connection_id = _one(headers, CONNECTION_HEADER)
-        connection: object
-        if connection_id is None or not CONNECTION_ID.fullmatch(connection_id):
-            connection = NoConnection(
-                f"no connection to bind the token to: send {CONNECTION_HEADER} (16-128 of A-Z a-z 0-9 _ -), the id "
-                "the host minted the token for"
-            )
-        else:
-            connection = await self._connection(connection_id)
+        connection: object = NoConnection(
+            f"no connection to bind the token to: send {CONNECTION_HEADER} (16-128 of A-Z a-z 0-9 _ -), the id "
+            "the host minted the token for"
+        )
         meta = {
             key: value
             for key, value in ((TOKEN_KEY, _one(headers, TOKEN_HEADER)), (CALL_KEY, _one(headers, CALL_HEADER)))
             if value is not None
         }
+        if connection_id is not None and CONNECTION_ID.fullmatch(connection_id):
+            connection = await self._connection(connection_id, meta)
         return await serve(self.service, arguments, meta, connection)
 
-    async def _connection(self, connection_id: str) -> NamedConnection:
+    def _admits(self, meta: dict[str, str], nonce: str) -> bool:
+        """Whether the request's token is one the verifier could accept for `nonce` (`CapabilityVerifier.admits`):
+        only then may the request register or touch its connection id."""
+        return self.service.verifier.admits(meta, nonce)
+
+    async def _connection(self, connection_id: str, meta: dict[str, str]) -> NamedConnection:
+        """The id's kept connection, once the request's token proves the host minted for it; else a connection of
+        its own that is never kept, on which the verifier refuses the token and says why."""
+        nonce = connection_nonce(connection_id)
+        if not self._admits(meta, nonce):
+            return NamedConnection(nonce)
         connection = self._connections.get(connection_id)
         if connection is not None:
             self._connections.move_to_end(connection_id)
             return connection
-        connection = self._connections[connection_id] = NamedConnection(connection_nonce(connection_id))
+        connection = self._connections[connection_id] = NamedConnection(nonce)
         while len(self._connections) > CONNECTIONS:
             _, oldest = self._connections.popitem(last=False)
             await oldest.exit_stack.aclose()

@@ -21,6 +21,11 @@ from runtime.registry.registry import PageRegistry, UnknownPage
 TOKEN_KEY = "page_context_token"
 CALL_KEY = "tool_call_id"
 
+HTTP_NONCE_PREFIX = "http-"
+"""What every nonce of an HTTP API connection id starts with (`runtime.http_api.connection_nonce`), and no MCP
+connection's nonce may: a token minted for a /v1 id is refused on an MCP connection, and one minted for an MCP
+connection on /v1."""
+
 UNIDENTIFIED = object()
 """The connection argument for a stateful call whose MCP connection the runtime could not identify: refused."""
 
@@ -157,6 +162,18 @@ class CapabilityVerifier:
                 raise StaleContext(f"Page {handle} changed since the Page Context was taken")
         return context
 
+    def admits(self, meta: Mapping[str, Any] | None, nonce: str) -> bool:
+        """Whether `verify` could accept this request's token on a connection of `nonce`: signed by the host, minted
+        for `nonce`, neither expired nor spent. Spends nothing: the HTTP API asks before it registers or touches a
+        connection id, so a request without such a token allocates nothing (`runtime.http_api`)."""
+        try:
+            claims = open_token((meta or {}).get(TOKEN_KEY), self._store.secret)
+        except CapabilityError:
+            return False
+        now = self._store.clock()
+        spent = claims.token_id in self._spent or claims.token_id in self._void
+        return claims.connection == nonce and not self.expired(claims, now) and not spent
+
     def expired(self, claims: Claims, now: float) -> bool:
         return now >= claims.expires_at
 
@@ -176,8 +193,19 @@ class CapabilityVerifier:
 
     def _bind(self, nonce: str, connection: object) -> None:
         """A nonce belongs to the first open connection that presents it, and a connection to its first nonce."""
-        if isinstance(connection, NamedConnection) and connection.nonce != nonce:
-            raise CapabilityError("this page_context_token was minted for another connection id")
+        if isinstance(connection, NamedConnection):
+            if not nonce.startswith(HTTP_NONCE_PREFIX):
+                raise CapabilityError(
+                    "this page_context_token was minted for an MCP connection, not an HTTP API connection id: send "
+                    "it on the MCP connection it was minted for"
+                )
+            if connection.nonce != nonce:
+                raise CapabilityError("this page_context_token was minted for another connection id")
+        elif nonce.startswith(HTTP_NONCE_PREFIX):
+            raise CapabilityError(
+                "this page_context_token was minted for an HTTP API connection id (POST /v1/computer_use), not an "
+                "MCP connection: send it to /v1 with the Computer-Use-Connection id it was minted for"
+            )
         key = id(connection)  # entries leave when the connection closes, before its id can be reused
         known = self._nonce_of.get(key)
         if known is None:

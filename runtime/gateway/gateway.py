@@ -58,6 +58,7 @@ import aiohttp
 from aiohttp import web
 
 from runtime.gateway.allowlist import FORWARD, Policy, Verdict, refusal_message, static_verdict
+from runtime.listeners import BACKLOG, BoundedAppRunner
 from runtime.loopback import peer_uid
 from runtime.pipe import http_base, http_session
 
@@ -225,9 +226,9 @@ class ScopedGateway:
             await self._start_discovery()
             app = web.Application()
             app.router.add_route("*", "/{tail:.*}", self._serve)
-            self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+            self._runner = BoundedAppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
             await self._runner.setup()
-            site = web.TCPSite(self._runner, "127.0.0.1", 0)
+            site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=BACKLOG)
             await site.start()
             port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         except BaseException:

@@ -7,6 +7,13 @@ bearer token (`check_exposure`), and with a token configured — on any address 
 request that lacks it with 401 before the MCP layer sees the request (the MCP authorization header:
 `Authorization: Bearer <token>`).
 
+Bounds: the MCP session manager keeps at most `MAX_SESSIONS` sessions and closes one nobody has used for
+`SESSION_IDLE_TIMEOUT` (no request in flight and no open GET stream; the SDK's client keeps its GET stream open, so a
+live client's session never idles out). Over the cap a new session is refused (503, "Too many open sessions") and
+no live session is ever closed for it: a flood of sessions delays a new client until the flood's sessions idle out,
+it never ends a client's. The uvicorn listener closes a connection whose request head is late and caps its
+connections (`runtime.listeners`).
+
 The token comes from a file or from the `COMPUTER_USE_BEARER_TOKEN` environment variable, never from a command-line
 argument (which every user of the machine can read in `ps`).
 """
@@ -24,6 +31,7 @@ import uvicorn
 from mcp.server import MCPServer
 
 from runtime.http_api import HttpApi
+from runtime.listeners import BoundedH11Protocol, ensure_descriptors
 from runtime.mcp.server import ComputerUseServer
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -31,6 +39,11 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 TOKEN_ENV = "COMPUTER_USE_BEARER_TOKEN"
 MIN_TOKEN_LENGTH = 16
+MAX_SESSIONS = 64
+"""MCP sessions open at once (the SDK's default is 10,000)."""
+SESSION_IDLE_TIMEOUT = 60.0
+"""Seconds an MCP session may go without a request in flight or an open GET stream before it is closed (the SDK's
+default is 30 minutes). A client whose session closed gets 404 and initializes again, as the MCP spec says."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -116,7 +129,9 @@ class BearerAuth:
 def http_app(server: MCPServer, host: str, token: str | None) -> ASGIApp:
     """The server's streamable HTTP app (at /mcp) and, for a `ComputerUseServer`, the plain HTTP API over the same
     service (`runtime.http_api`, at /v1/computer_use); both behind `BearerAuth` when a token is configured."""
-    app: ASGIApp = server.streamable_http_app(host=host)
+    app: ASGIApp = server.streamable_http_app(
+        host=host, max_sessions=MAX_SESSIONS, session_idle_timeout=SESSION_IDLE_TIMEOUT
+    )
     if isinstance(server, ComputerUseServer) and server.service is not None:
         app = HttpApi(server.service, app, check_host=host in LOOPBACK_HOSTS)
     return BearerAuth(app, token) if token is not None else app
@@ -124,7 +139,13 @@ def http_app(server: MCPServer, host: str, token: str | None) -> ASGIApp:
 
 async def serve_http(server: MCPServer, host: str, port: int, token: str | None) -> None:
     """Serve until cancelled. Callers check `check_exposure` first: this binds whatever it is given."""
-    config = uvicorn.Config(
-        http_app(server, host, token), host=host, port=port, log_level=server.settings.log_level.lower()
-    )
+    ensure_descriptors()
+    config = bounded_config(http_app(server, host, token), host=host, port=port, log_level=server.settings.log_level)
     await uvicorn.Server(config).serve()
+
+
+def bounded_config(app: ASGIApp, **options: Any) -> uvicorn.Config:
+    """uvicorn's configuration for `app` with the listener bounds (`runtime.listeners`): every server of /mcp and
+    /v1 is built from it, so none runs without them."""
+    options["log_level"] = str(options.get("log_level", "warning")).lower()
+    return uvicorn.Config(app, http=BoundedH11Protocol, **options)

@@ -314,6 +314,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req("capability:independent-hosts", "the-boundary", "two hosts' turns never stale each other"),
     _req("transport:remote-opt-in", "the-boundary", "HTTP off loopback needs --allow-remote and a bearer token"),
     _req("transport:bearer", "the-boundary", "with a bearer token, a request without it gets 401 before MCP"),
+    _req(
+        "transport:bounded-servers",
+        "the-boundary",
+        "1,200 slow request heads on every listener at once leave /mcp, /v1, the console, pairing and a gateway "
+        "answering a legitimate client; an MCP session flood stops at 64 and a new client gets in once they idle out",
+    ),
     # -- the host app (issue 10) ------------------------------------------------------------------------------
     _req(
         "app:launch",

@@ -32,7 +32,7 @@ from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.client import HostedClient, HttpClient
 from runtime.commands.base import Outcome
 from runtime.http_api import HttpApi
-from runtime.mcp.http import BearerAuth, http_app
+from runtime.mcp.http import BearerAuth, bounded_config, http_app
 from runtime.mcp.server import TOOL
 from runtime.session import PREFIX_CHARS
 from suites.harness import Desk, ref_of
@@ -76,7 +76,7 @@ async def serving(
     if variant is not None:
         assert issubclass(variant, HttpApi)
         api.__class__ = variant
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5, lifespan="on"))
+    server = uvicorn.Server(bounded_config(app, log_level="warning", timeout_graceful_shutdown=5, lifespan="on"))
     task = asyncio.create_task(server.serve(sockets=[listening]))
     try:
         yield Served(f"http://127.0.0.1:{port}", api)

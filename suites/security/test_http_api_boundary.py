@@ -14,6 +14,7 @@ of `suites/security/test_tokens_transports.py`): each check must fail there.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,12 +24,14 @@ import pytest
 
 import runtime.http_api as http_api
 from lab.tap import CDPTap
-from runtime.capability.verifier import NamedConnection
+from runtime.capability.token import CapabilityError
+from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier, NamedConnection
 from runtime.client import HttpClient
 from runtime.http_api import CONNECTION_HEADER, PATH, HttpApi
+from runtime.mcp.server import TOOL
 from suites.harness import Desk
 from suites.proofs import assert_no_runtime_calls
-from suites.protocol.test_http_api import Served, serving
+from suites.protocol.test_http_api import Both, Served, both, serving
 from suites.reliability.conftest import CALL_LIMIT, within
 from suites.security.test_tokens_transports import BEARER, IgnoresConnection, inject
 
@@ -201,6 +204,80 @@ async def check_connections_bounded(desk: Desk, served: Served, session: aiohttp
     assert closed, f"a closed connection id's token: expected invalid_capability, got {body}"
 
 
+FLOOD_IDS = 300
+"""Fresh connection ids an unauthenticated client sends: more than `CONNECTIONS` (256), the ids kept at once."""
+
+
+async def check_fresh_ids_allocate_nothing(desk: Desk, served: Served, session: aiohttp.ClientSession) -> int:
+    """A live client calls; then `FLOOD_IDS` requests, each under a fresh connection id and without a token the host
+    minted for that id (none, a forged one, a leaked genuine one of another id, in turn): each is
+    invalid_capability, and the live client's next call is ok. Returns the connection ids kept after the flood."""
+    live = HttpClient(session, served.base, BEARER)
+    request = await desk.request()
+    assert (await within(live.call(request, command="list_pages"), CALL_LIMIT)).get("status") == "ok"
+    forged = "eyJ0b2tlbl9pZCI6ICJ4In0.AAAA"
+
+    async def one(number: int) -> None:
+        attacker = HttpClient(session, served.base, BEARER)
+        token: str | None = (None, forged, request.mint("http-" + "0" * 32)[1])[number % 3]
+        _, body = await attacker.post({"command": "list_pages"}, token=token, tool_call="call")
+        assert body.get("reason_code") == "invalid_capability", f"request {number}: {body}"
+
+    for start in range(0, FLOOD_IDS, 50):
+        await within(asyncio.gather(*(one(n) for n in range(start, min(start + 50, FLOOD_IDS)))), CALL_LIMIT)
+    kept = len(served.api._connections)
+    after = await within(live.call(await desk.request(), command="list_pages"), CALL_LIMIT)
+    assert after.get("status") == "ok", f"the live client's next call after {FLOOD_IDS} fresh ids: {after}"
+    return kept
+
+
+async def check_tokens_stay_in_their_kind(desk: Desk, pair: Both) -> None:
+    """A token minted for the HTTP client's connection id, sent first on a fresh MCP connection: refused (and void),
+    and the MCP connection binds nothing; a token minted for the MCP connection, sent to /v1 under the HTTP client's
+    id: refused. Both clients' own next calls are ok."""
+    request = await desk.request()
+    call, token = request.mint(pair.http.connection)
+    meta = {TOKEN_KEY: token, CALL_KEY: call}
+    answer = await within(pair.mcp.client.call_tool(TOOL, {"command": "list_pages"}, meta=meta), CALL_LIMIT)
+    on_mcp = answer.structured_content or {}
+    message = on_mcp.get("message", "")
+    refused = on_mcp.get("reason_code") == "invalid_capability" and "HTTP API connection id" in message
+    assert refused, f"a /v1 token on an MCP connection: expected invalid_capability, got {on_mcp}"
+    assert on_mcp.get("hint"), on_mcp
+    call, token = request.mint(pair.mcp.connection)
+    _, on_http = await within(pair.http.post({"command": "list_pages"}, token=token, tool_call=call), CALL_LIMIT)
+    refused = on_http.get("reason_code") == "invalid_capability" and "MCP connection" in on_http.get("message", "")
+    assert refused, f"an MCP token on /v1: expected invalid_capability, got {on_http}"
+    mcp_next = await within(pair.mcp.call(await desk.request(), command="list_pages"), CALL_LIMIT)
+    assert (mcp_next.structured_content or {}).get("status") == "ok", mcp_next
+    assert (await within(pair.http.call(await desk.request(), command="list_pages"), CALL_LIMIT)).get("status") == "ok"
+
+
+def nested(depth: int) -> bytes:
+    """A JSON object nesting `depth` arrays: 2 bytes a level, far under 64 KiB, far over Python's recursion limit."""
+    return b'{"command": "list_pages", "x": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+async def check_deep_json(desk: Desk, served: Served, session: aiohttp.ClientSession) -> None:
+    """Deeply nested JSON under 64 KiB: 400 with a one-line reason on /v1, and no 5xx on /mcp; nothing reached."""
+    body = nested(30_000)
+    assert len(body) < LIMIT
+    headers = {"Authorization": f"Bearer {BEARER}", "Content-Type": "application/json", CONNECTION_HEADER: "c" * 24}
+    before = journal(desk)
+    status, answer, _ = await within(raw(session, "POST", served.base + PATH, headers, body), CALL_LIMIT)
+    one_line = isinstance(answer, dict) and "\n" not in answer.get("message", "\n")
+    assert status == 400, (status, answer)
+    assert answer.get("reason_code") == "invalid_arguments", answer
+    assert one_line, answer
+    assert "Traceback" not in json.dumps(answer)
+    mcp = {**headers, "Accept": "application/json, text/event-stream"}
+    async with session.post(served.base + "/mcp", headers=mcp, data=body) as response:
+        text = await response.text()
+    assert 400 <= response.status < 500, f"/mcp answered {response.status}: {text[:200]}"
+    assert "Traceback" not in text, text[:200]
+    assert journal(desk) == before
+
+
 # -- the HTTP adapter variants the negative controls put into the live app -------------------------------------------
 
 
@@ -218,10 +295,27 @@ class AcceptsAnyBody(IgnoresOrigin):
         pass
 
 
+class AllocatesFirst(HttpApi):
+    """Broken: registers (and evicts for) every well-formed connection id before any token is checked (before
+    issue 29)."""
+
+    def _admits(self, meta: dict[str, str], nonce: str) -> bool:
+        return True
+
+
+class MixesKinds(CapabilityVerifier):
+    """Broken: binds a token to whatever connection presents it first, /v1 id or MCP connection alike (before issue
+    29; a named connection still refuses another id's nonce)."""
+
+    def _bind(self, nonce: str, connection: object) -> None:
+        if isinstance(connection, NamedConnection) and connection.nonce != nonce:
+            raise CapabilityError("this page_context_token was minted for another connection id")
+
+
 class KeepsEveryConnection(HttpApi):
     """Broken: keeps every connection id it is sent, for ever (its table grows with every new id)."""
 
-    async def _connection(self, connection_id: str) -> NamedConnection:
+    async def _connection(self, connection_id: str, meta: dict[str, str]) -> NamedConnection:
         if connection_id not in self._connections:
             self._connections[connection_id] = NamedConnection(http_api.connection_nonce(connection_id))
         return self._connections[connection_id]
@@ -340,6 +434,35 @@ async def test_the_connection_ids_kept_are_bounded_and_a_closed_ids_tokens_are_r
         await check_connections_bounded(one_form, served, http_session)
 
 
+@pytest.mark.before_any_backend
+@pytest.mark.req("http:token-required")
+async def test_three_hundred_unauthenticated_fresh_connection_ids_leave_a_live_clients_next_call_ok(
+    one_form: Desk, served: Served, http_session: aiohttp.ClientSession
+) -> None:
+    kept = await check_fresh_ids_allocate_nothing(one_form, served, http_session)
+    assert kept == 1, f"{kept} connection ids kept after {FLOOD_IDS} unauthenticated ones: only the live client's"
+
+
+@pytest.mark.before_any_backend
+@pytest.mark.req("http:token-required", "capability:cross-connection")
+async def test_a_v1_token_is_refused_on_an_mcp_connection_and_an_mcp_token_on_v1(
+    one_form: Desk, http_session: aiohttp.ClientSession, tap: CDPTap
+) -> None:
+    async with both(one_form, http_session) as pair:
+        tap.clear()
+        await check_tokens_stay_in_their_kind(one_form, pair)
+
+
+@pytest.mark.before_any_backend
+@pytest.mark.req("http:request-limits", "reason:invalid_arguments")
+async def test_deeply_nested_json_under_64_kib_is_400_with_a_one_line_reason_never_a_traceback(
+    one_form: Desk, served: Served, http_session: aiohttp.ClientSession, tap: CDPTap
+) -> None:
+    tap.clear()
+    await check_deep_json(one_form, served, http_session)
+    assert_no_runtime_calls(tap)
+
+
 # -- negative controls --------------------------------------------------------------------------------------------
 
 
@@ -412,3 +535,26 @@ async def test_the_bound_check_catches_an_adapter_that_keeps_every_connection_id
     async with serving(one_form.runtime, KeepsEveryConnection) as broken:
         with pytest.raises(AssertionError, match="3 connection ids kept, room for 2"):
             await check_connections_bounded(one_form, broken, http_session)
+
+
+@pytest.mark.before_any_backend
+@pytest.mark.negative_control
+@pytest.mark.req("http:token-required")
+async def test_the_fresh_id_check_catches_an_adapter_that_registers_an_id_before_checking_its_token(
+    one_form: Desk, http_session: aiohttp.ClientSession
+) -> None:
+    async with serving(one_form.runtime, AllocatesFirst) as broken:
+        with pytest.raises(AssertionError, match="the live client's next call after 300 fresh ids"):
+            await check_fresh_ids_allocate_nothing(one_form, broken, http_session)
+
+
+@pytest.mark.before_any_backend
+@pytest.mark.negative_control
+@pytest.mark.req("http:token-required", "capability:cross-connection")
+async def test_the_kind_check_catches_a_verifier_that_binds_a_v1_token_to_an_mcp_connection(
+    one_form: Desk, http_session: aiohttp.ClientSession
+) -> None:
+    inject(one_form, MixesKinds)
+    async with both(one_form, http_session) as pair:
+        with pytest.raises(AssertionError, match="a /v1 token on an MCP connection: expected invalid_capability"):
+            await check_tokens_stay_in_their_kind(one_form, pair)

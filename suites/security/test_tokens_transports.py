@@ -41,7 +41,7 @@ from runtime.app import Runtime
 from runtime.capability.token import Claims
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier
 from runtime.client import HostedClient
-from runtime.mcp.http import http_app
+from runtime.mcp.http import bounded_config, http_app
 from runtime.mcp.server import TOOL
 from runtime.mcp.stdio import stdio_server
 from runtime.models import ComputerUseResult
@@ -70,7 +70,7 @@ async def over_http(runtime: Runtime) -> AsyncIterator[str]:
     listening.listen()
     port = listening.getsockname()[1]
     app = http_app(runtime.server, "127.0.0.1", BEARER)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5, lifespan="on"))
+    server = uvicorn.Server(bounded_config(app, log_level="warning", timeout_graceful_shutdown=5, lifespan="on"))
     serving = asyncio.create_task(server.serve(sockets=[listening]))
     try:
         yield f"http://127.0.0.1:{port}/mcp"
