@@ -13,6 +13,7 @@ argument (which every user of the machine can read in `ps`).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import os
@@ -122,9 +123,18 @@ def http_app(server: MCPServer, host: str, token: str | None) -> ASGIApp:
     return BearerAuth(app, token) if token is not None else app
 
 
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the caller owns SIGINT/SIGTERM (uvicorn's would re-raise them once
+    it stopped, and the default SIGTERM action ends the process before its browser and backends are cleaned up)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):  # type: ignore[no-untyped-def]
+        yield
+
+
 async def serve_http(server: MCPServer, host: str, port: int, token: str | None) -> None:
     """Serve until cancelled. Callers check `check_exposure` first: this binds whatever it is given."""
     config = uvicorn.Config(
         http_app(server, host, token), host=host, port=port, log_level=server.settings.log_level.lower()
     )
-    await uvicorn.Server(config).serve()
+    await _Server(config).serve()
