@@ -14,6 +14,8 @@ import contextlib
 import json
 import os
 import shutil
+import socket
+import stat
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -24,9 +26,14 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import Implementation
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-from host.pairing import socket_path
-from suites.host.test_connect import ROOT, leaf_exceptions, result_of
+from fixtures_sites.server import FixtureServer
+from host.app import HostApp
+from host.pairing import mcp_socket_path, socket_path
+from runtime.mcp.http import ASGIApp, Receive, Scope, Send
+from suites.host.conftest import StartApp
+from suites.host.test_connect import ROOT, asking, grant, leaf_exceptions, open_fixture, result_of
 
 NOBODY = 65534
 AS_NOBODY = ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "/usr/bin/python3", "-c")
@@ -196,3 +203,120 @@ async def test_the_planted_socket_check_catches_a_connect_that_trusts_any_socket
         await planted_scenario(
             reachable_dir / "config", tmp_path, how, ("suites.host.connect_variant", "trusts_any_socket")
         )
+
+
+# -- connect talks MCP to the app over its private socket ----------------------------------------------------------
+
+
+class CountingApp(HostApp):
+    """The app with a record of every HTTP request its MCP app serves: (`tcp` or `unix`, path)."""
+
+    def mcp_app(self) -> ASGIApp:
+        app = super().mcp_app()
+        self.requests: list[tuple[str, str]] = []
+
+        async def counting(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http":  # uvicorn gives a Unix socket's peer no address
+                self.requests.append(("tcp" if scope.get("client") else "unix", scope["path"]))
+            await app(scope, receive, send)
+
+        return counting
+
+
+async def socket_scenario(
+    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """A granted connect makes one tool call: it must reach the app's MCP app over the Unix socket, never TCP."""
+    app = await start_app(CountingApp)
+    assert isinstance(app, CountingApp)
+    console = await console_of(app)
+    form = await open_fixture(console, fixture_server, "/dom_form/", "left", "Checkout")
+    with (tmp_path / "connect.stderr").open("w") as errlog:
+        async with connect_client(app.config_dir, errlog, command) as client:
+            await client.list_tools()
+            await grant(console, await asking(console), [form])
+            before = len(app.requests)
+            listed = result_of(await client.call_tool("computer_use", {"command": "list_pages"}))
+            during = app.requests[before:]
+    assert listed.status == "ok", listed
+    over_tcp = [path for transport, path in during if transport == "tcp"]
+    assert not over_tcp, f"connect's call went over TCP: {over_tcp}"
+    assert ("unix", "/mcp") in during, f"the call never reached the MCP socket: the check proves nothing ({during})"
+
+
+@pytest.mark.req("connect:socket", "connect:grant")
+async def test_a_granted_connect_call_reaches_mcp_over_the_private_socket_and_nothing_over_tcp(
+    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tmp_path: Path
+) -> None:
+    await socket_scenario(start_app, console_of, fixture_server, tmp_path, CONNECT)
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("connect:socket")
+async def test_the_socket_check_catches_a_connect_that_forwards_over_tcp(
+    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tmp_path: Path
+) -> None:
+    with pytest.raises(AssertionError, match="connect's call went over TCP"):
+        await socket_scenario(
+            start_app, console_of, fixture_server, tmp_path, ("suites.host.connect_variant", "over_tcp")
+        )
+
+
+class AdmitsAnyPeer(CountingApp):
+    """The MCP socket served by uvicorn's plain HTTP protocol: no peer-uid check."""
+
+    mcp_socket_protocol = AutoHTTPProtocol
+
+
+async def probe_as_nobody(path: Path, host: str) -> dict[str, str]:
+    prober = await asyncio.create_subprocess_exec(
+        *AS_NOBODY, MCP_PROBE, str(path), host, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(prober.communicate(), ATTACKER_LIMIT)
+    assert prober.returncode == 0, err.decode(errors="replace")
+    return json.loads(out)
+
+
+def loosen(path: Path) -> None:
+    """Open the socket and its directory to everyone, as if both outer layers had failed."""
+    path.parent.chmod(0o711)
+    path.chmod(0o666)
+
+
+async def second_uid_scenario(start_app: StartApp, reachable_dir: Path, app_class: type[CountingApp]) -> None:
+    app = await start_app(app_class, config_dir=reachable_dir / "config")
+    assert isinstance(app, CountingApp)
+    path = mcp_socket_path(app.config_dir)
+    assert stat.S_ISSOCK(os.stat(path).st_mode)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+    host = app.mcp_url.split("/")[2]
+    shut = await probe_as_nobody(path, host)
+    assert shut["connect"] == "Permission denied", f"a second uid reached the MCP socket: {shut}"
+
+    loosen(path)
+    before = len(app.requests)
+    answered = await probe_as_nobody(path, host)
+    assert answered["connect"] == "ok", (
+        f"the probe could not reach the loosened socket: the check proves nothing {answered}"
+    )
+    assert answered["answer"] == "", f"a second uid got an answer on the MCP socket: {answered['answer'][:300]!r}"
+    assert app.requests[before:] == [], "a second uid's request reached the MCP app"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as own:  # the owner still gets in
+        own.connect(str(path))
+
+
+@pytest.mark.req("connect:socket")
+async def test_a_second_uid_cannot_use_the_mcp_socket_even_when_its_mode_is_opened(
+    start_app: StartApp, reachable_dir: Path
+) -> None:
+    await second_uid_scenario(start_app, reachable_dir, CountingApp)
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("connect:socket")
+async def test_the_second_uid_check_catches_an_mcp_socket_without_the_peer_check(
+    start_app: StartApp, reachable_dir: Path
+) -> None:
+    with pytest.raises(AssertionError, match="a second uid got an answer on the MCP socket"):
+        await second_uid_scenario(start_app, reachable_dir, AdmitsAnyPeer)
