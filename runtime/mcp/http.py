@@ -13,6 +13,7 @@ argument (which every user of the machine can read in `ps`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
@@ -31,6 +32,8 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 """Exactly the names the SDK protects against DNS rebinding (`127.0.0.2` is loopback, but not one of them)."""
 
 TOKEN_ENV = "COMPUTER_USE_BEARER_TOKEN"
+SHUTDOWN_GRACE = 2.0
+"""Seconds open requests get to finish once the HTTP server is told to stop."""
 MIN_TOKEN_LENGTH = 16
 
 Scope = MutableMapping[str, Any]
@@ -133,8 +136,21 @@ class _Server(uvicorn.Server):
 
 
 async def serve_http(server: MCPServer, host: str, port: int, token: str | None) -> None:
-    """Serve until cancelled. Callers check `check_exposure` first: this binds whatever it is given."""
+    """Serve until cancelled; cancelled, it stops as uvicorn does on a signal (stops listening, gives open requests,
+    an MCP client's event stream say, `SHUTDOWN_GRACE` seconds, ends the app's lifespan) before it re-raises.
+    Callers check `check_exposure` first: this binds whatever it is given."""
     config = uvicorn.Config(
-        http_app(server, host, token), host=host, port=port, log_level=server.settings.log_level.lower()
+        http_app(server, host, token),
+        host=host,
+        port=port,
+        log_level=server.settings.log_level.lower(),
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
     )
-    await _Server(config).serve()
+    uvicorn_server = _Server(config)
+    serving = asyncio.ensure_future(uvicorn_server.serve())
+    try:
+        await asyncio.shield(serving)
+    except asyncio.CancelledError:
+        uvicorn_server.should_exit = True
+        await serving
+        raise
