@@ -102,6 +102,19 @@ def check_private(path: Path, kind: int) -> None:
         raise NotTheApp(f"the {what} {path} is open to other users (mode {mode}): anyone could have put it there", hint)
 
 
+def check_unswappable(path: Path) -> None:
+    """No other user can rename or replace what is in directory `path`: it belongs to this user or root, and only
+    they may write to it (or it is sticky, as /tmp is: there an entry can be renamed only by its owner)."""
+    info = path.lstat()
+    if info.st_uid not in (os.getuid(), 0) or (info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX):
+        raise NotTheApp(
+            f"{path} (on the way to the app's socket) can be changed by another user (owner uid {info.st_uid}, "
+            f"mode {oct(stat.S_IMODE(info.st_mode))}): the socket's directory could be swapped",
+            "give `computer-use app` and `connect` a --config-dir whose parents only you or root can change, and "
+            "restart `computer-use app`",
+        )
+
+
 class Bridge:
     """One paired connection to the app (made on first need, again after the app restarts) and one MCP connection
     to the app's MCP URL. Calls are forwarded one at a time: each token is for the grant's newest provider request."""
@@ -123,9 +136,14 @@ class Bridge:
     # -- the app's socket ---------------------------------------------------------------------------------------
 
     def authenticate_path(self) -> None:
-        """The sockets' directory, the pairing socket and the MCP socket are this user's and private; `NotTheApp`
-        otherwise, `FileNotFoundError` while there is no app."""
-        check_private(self.path.parent, stat.S_IFDIR)
+        """The sockets' directory, the pairing socket and the MCP socket are this user's and private, and no other
+        user can swap the directory (its parents, links resolved, are unswappable): then the MCP socket, reached by
+        path later, is still the app's. `NotTheApp` otherwise, `FileNotFoundError` while there is no app."""
+        directory = self.path.parent.resolve()
+        for parent in directory.parents:
+            check_unswappable(parent)
+        check_private(directory, stat.S_IFDIR)
+        self.path, self.mcp_socket = directory / self.path.name, directory / MCP_SOCKET_NAME
         check_private(self.path, stat.S_IFSOCK)
         with contextlib.suppress(FileNotFoundError):  # an app that serves no MCP socket: its calls fail later
             check_private(self.mcp_socket, stat.S_IFSOCK)

@@ -106,13 +106,24 @@ def reachable_dir() -> Iterator[Path]:
 
 # -- connect authenticates the app ---------------------------------------------------------------------------------
 
-PLANTINGS = ("a config dir another user owns", "a socket dir open to other users", "a listener of another uid")
+PLANTINGS = (
+    "a config dir another user owns",
+    "a socket dir open to other users",
+    "a listener of another uid",
+    "a parent dir other users can write",
+)
+"""Where another user could have put a socket: the first two and the last leave its traces on the path (connect
+refuses before it connects); in the third only the listener is another uid's (connect connects, checks the peer
+and closes). The last looks like the user's own but sits below a directory anyone may rename things in."""
 
 
 async def plant(config_dir: Path, how: str) -> asyncio.subprocess.Process:
     """Let `nobody` plant a listening socket at the app's socket path, the way `how` leaves room for it; returns
     the attacker's process once it listens."""
     path = socket_path(config_dir)
+    os.mkdir(config_dir.parent)
+    # 0777: anyone could rename `config` away and put a directory of their own in its place
+    config_dir.parent.chmod(0o777 if how == PLANTINGS[3] else 0o755)
     if how == PLANTINGS[0]:
         os.mkdir(config_dir)
         os.chown(config_dir, NOBODY, NOBODY)  # e.g. a --config-dir under another user's home
@@ -127,7 +138,7 @@ async def plant(config_dir: Path, how: str) -> asyncio.subprocess.Process:
     ready = await asyncio.wait_for(attacker.stdout.readline(), ATTACKER_LIMIT)
     assert json.loads(ready or b"{}").get("ready"), f"the attacker did not listen: {ready!r}"
     assert os.stat(path).st_uid == NOBODY, "the planted socket is not another user's: the check proves nothing"
-    if how == PLANTINGS[2]:
+    if how in (PLANTINGS[2], PLANTINGS[3]):
         # Only the listener is the attacker's: the path looks like the app's own (as root, the test can do that).
         os.chown(path, os.getuid(), os.getgid())
         path.chmod(0o600)
@@ -190,7 +201,7 @@ async def planted_scenario(config_dir: Path, tmp_path: Path, how: str, command: 
 async def test_connect_refuses_a_socket_another_uid_planted_and_sends_it_nothing(
     reachable_dir: Path, tmp_path: Path, how: str
 ) -> None:
-    await planted_scenario(reachable_dir / "config", tmp_path, how)
+    await planted_scenario(reachable_dir / "parent" / "config", tmp_path, how)
 
 
 @pytest.mark.negative_control
@@ -201,7 +212,7 @@ async def test_the_planted_socket_check_catches_a_connect_that_trusts_any_socket
 ) -> None:
     with pytest.raises(AssertionError, match=f"the planted socket got .*{CLIENT_NAME}"):
         await planted_scenario(
-            reachable_dir / "config", tmp_path, how, ("suites.host.connect_variant", "trusts_any_socket")
+            reachable_dir / "parent" / "config", tmp_path, how, ("suites.host.connect_variant", "trusts_any_socket")
         )
 
 
