@@ -25,7 +25,7 @@ import uvicorn
 from mcp import Client
 
 from host.grants import GrantStore
-from host.pairing import PairingError, PairingServer, socket_path
+from host.pairing import PairingError, PairingServer, mcp_socket_path, peer_uid, socket_path
 from host.providers import make_provider
 from host.providers.base import Provider, ProviderError, ToolSpec
 from host.server import DEMO_TITLE, ConsoleServer, DemoServer, EventLog
@@ -35,8 +35,8 @@ from runtime.app import Runtime
 from runtime.browser import PrivateChromium
 from runtime.cdp import CDPError
 from runtime.client import HostedClient
-from runtime.listeners import BACKLOG, ensure_descriptors
-from runtime.mcp.http import bounded_config, http_app
+from runtime.listeners import BACKLOG, BoundedH11Protocol, ensure_descriptors
+from runtime.mcp.http import ASGIApp, bounded_config, http_app
 from runtime.models import Page
 from runtime.observation import OBSERVATION_TOKENS
 from runtime.service import Settings
@@ -103,6 +103,27 @@ class _MCPServer(uvicorn.Server):
         yield
 
 
+class OwnerOnlyHTTP(BoundedH11Protocol):
+    """The bounded HTTP protocol for the private MCP socket: a peer of another uid (`SO_PEERCRED`) is cut off as it
+    connects, before a byte of its request is read. `owner_uid` is the only uid served."""
+
+    owner_uid: int = os.getuid()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        sock = transport.get_extra_info("socket")
+        uid = peer_uid(sock) if sock is not None else None
+        self.admitted = uid == self.owner_uid
+        if not self.admitted:
+            log.warning("MCP socket: refused a peer of uid %s", uid)
+            transport.abort()
+            return
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.admitted:  # a refused peer never had a connection set up to tear down
+            super().connection_lost(exc)
+
+
 class HostApp:
     """The parts of the app, by class: a subclass swaps one for a variant (the suites' broken ones)."""
 
@@ -111,6 +132,7 @@ class HostApp:
     client_class: type[HostedClient] = HostedClient
     grants_class: type[GrantStore] = GrantStore
     pairing_class: type[PairingServer] = PairingServer
+    mcp_socket_protocol: type[asyncio.Protocol] = OwnerOnlyHTTP
 
     def __init__(self, config: AppConfig) -> None:
         self.config = config
@@ -128,8 +150,11 @@ class HostApp:
         self._grant_timers: list[asyncio.TimerHandle] = []
         self._chromium: PrivateChromium | None = None
         self._runtime: Runtime | None = None
+        self._mcp_app: ASGIApp | None = None
         self._mcp_server: _MCPServer | None = None
         self._mcp_task: asyncio.Task[None] | None = None
+        self._socket_server: _MCPServer | None = None
+        self._socket_task: asyncio.Task[None] | None = None
         self._client_task: asyncio.Task[None] | None = None
         self._client_stop = asyncio.Event()
         self._conversation: Conversation | None = None
@@ -226,9 +251,8 @@ class HostApp:
             sock.close()
             raise StartError(f"cannot serve MCP on 127.0.0.1:{self.config.mcp_port}: {exc.strerror}") from None
         self.mcp_url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-        config = bounded_config(
-            http_app(self.runtime.server, "127.0.0.1", None), log_level="warning", timeout_graceful_shutdown=2
-        )
+        self._mcp_app = self.mcp_app()
+        config = bounded_config(self._mcp_app, log_level="warning", timeout_graceful_shutdown=2)
         self._mcp_server = _MCPServer(config)
         self._mcp_task = asyncio.create_task(self._mcp_server.serve(sockets=[sock]))
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
@@ -243,16 +267,47 @@ class HostApp:
             raise StartError(f"no MCP connection to {self.mcp_url} within {READY_TIMEOUT:g}s")
         return ready.result()
 
+    def mcp_app(self) -> ASGIApp:
+        """An ASGI app of the runtime's MCP server, one per listener (TCP /mcp and the private socket): each with its
+        own session manager and cap, all with the one token verifier."""
+        return http_app(self.runtime.server, "127.0.0.1", None)
+
     async def _serve_pairing(self) -> None:
-        """Let `computer-use connect` pair over the private socket in the config dir; without it the app still
-        runs (the console says why third-party clients cannot connect)."""
+        """Let `computer-use connect` pair over the private socket in the config dir, and reach MCP over the one
+        beside it; without them the app still runs (the console says why third-party clients cannot connect)."""
         try:
             self.pairing = await self.pairing_class(self.grants, socket_path(self.config_dir), self.mcp_url).start()
+            await self._serve_mcp_socket()
         except (PairingError, OSError) as exc:
+            if self.pairing is not None:  # paired, but no MCP socket: nobody could use the pairing
+                await self.pairing.close()
+                self.pairing = None
             self._notices.append(f"MCP clients cannot connect through `computer-use connect`: {clip(exc, 300)}.")
         else:
             self.grants.socket = str(self.pairing.path)
         self.grants.show()
+
+    async def _serve_mcp_socket(self) -> None:
+        """The MCP app on `<config dir>/connect/mcp.sock` for `connect` alone: in the pairing's 0700 directory (this
+        app holds its pairing socket, so a socket left there is stale), 0600, each peer's uid checked on accept."""
+        path = mcp_socket_path(self.config_dir)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(str(path))
+            os.chmod(path, 0o600)
+            sock.listen(128)
+        except OSError:
+            sock.close()
+            raise
+        # An app of its own, so its own session manager: a flood of sessions on TCP /mcp (any local user can
+        # reach it) fills that cap, never connect's.
+        config = uvicorn.Config(
+            self.mcp_app(), http=self.mcp_socket_protocol, log_level="warning", timeout_graceful_shutdown=2
+        )
+        self._socket_server = _MCPServer(config)
+        self._socket_task = asyncio.create_task(self._socket_server.serve(sockets=[sock]))
 
     async def _hold_client(self, ready: asyncio.Future[Client]) -> None:
         async with Client(self.mcp_url, mode="legacy") as client:
@@ -479,6 +534,12 @@ class HostApp:
         if self._client_task is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._client_task, 10)
+        if self._socket_server is not None and self._socket_task is not None:
+            self._socket_server.should_exit = True
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._socket_task, 10)
+            with contextlib.suppress(FileNotFoundError):
+                mcp_socket_path(self.config_dir).unlink()
         if self._mcp_server is not None and self._mcp_task is not None:
             self._mcp_server.should_exit = True
             with contextlib.suppress(Exception):

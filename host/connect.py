@@ -6,9 +6,15 @@ and pairs with the running `computer-use app` over the app's private socket (`ho
 config dir as the app's (`--config-dir`, else the default). The app's console then shows "<client> asks for browser
 access"; until the person grants Pages there, every call answers `invalid_capability` without reaching the runtime.
 
+Before it sends the socket anything it authenticates the app: the socket's directory and the socket must belong to
+this user and be closed to everyone else, and the process listening must run as this user (`SO_PEERCRED`).
+Otherwise another local user could have planted a socket there; `connect` then pairs with nothing, says on stderr
+(one line) and in every call's answer what is wrong and what to do.
+
 After a grant this is a first-party client adapter, like the app's own agent loop: for each `tools/call` it asks
-the app for a one-time token (a provider request of the grant's turn) and forwards the call to the app's MCP URL with
-the token in `_meta`. The third-party client sends only the tool's arguments and gets only its result: it never sees
+the app for a one-time token (a provider request of the grant's turn) and forwards the call to the app's MCP server
+with the token in `_meta`, over the app's private MCP socket beside the pairing socket (`host.pairing`), never over
+TCP. The third-party client sends only the tool's arguments and gets only its result: it never sees
 a token, and a `_meta` of its own is not forwarded. Revoking in the console makes the next call `invalid_capability`.
 """
 
@@ -19,15 +25,20 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
+import socket
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
 from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, TextContent, Tool
 
-from host.pairing import MAX_LINE, socket_path
+from host.pairing import MAX_LINE, MCP_SOCKET_NAME, peer_uid, socket_path
 from host.settings import default_config_dir
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.mcp.server import TOOL, build_server
@@ -40,7 +51,9 @@ log = logging.getLogger(__name__)
 PAIR_TIMEOUT = 10.0
 """Seconds to reach the app's socket and get its answer to one request (a token needs a Page Context snapshot)."""
 MCP_TIMEOUT = 30.0
-"""Seconds to open the MCP connection to the app."""
+"""Seconds to open the MCP connection to the app (and the HTTP client's connect/write timeout, as the SDK's)."""
+MCP_READ_TIMEOUT = 300.0
+"""Seconds an MCP response may take (the SDK's default read timeout: a response stream may stay open)."""
 
 INSTRUCTIONS = (
     "Browser control limited to the Pages the user granted this client in the computer-use console. One tool, "
@@ -64,13 +77,54 @@ class AppGone(Exception):
     """The app's socket closed or did not answer."""
 
 
+class NotTheApp(Exception):
+    """What listens on the socket cannot be proven to be this user's app: `message` says why, `hint` what to do."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+def check_private(path: Path, kind: int) -> None:
+    """`path` (not followed if a link) is a `kind` (`stat.S_IFDIR`, `stat.S_IFSOCK`) of this user's that no other
+    user may read, write or enter; `NotTheApp` otherwise."""
+    me = os.getuid()
+    info = path.lstat()
+    what = "directory" if kind == stat.S_IFDIR else "socket"
+    hint = f"remove {path} and restart `computer-use app` (it makes them anew, private)"
+    if stat.S_IFMT(info.st_mode) != kind:
+        raise NotTheApp(f"{path} is not a {what}", hint)
+    if info.st_uid != me:
+        raise NotTheApp(f"the {what} {path} belongs to uid {info.st_uid}, not to you (uid {me})", hint)
+    if info.st_mode & 0o077:
+        mode = oct(stat.S_IMODE(info.st_mode))
+        raise NotTheApp(f"the {what} {path} is open to other users (mode {mode}): anyone could have put it there", hint)
+
+
+def check_unswappable(path: Path) -> None:
+    """No other user can rename or replace what is in directory `path`: it belongs to this user or root, and only
+    they may write to it (or it is sticky, as /tmp is: there an entry can be renamed only by its owner)."""
+    info = path.lstat()
+    if info.st_uid not in (os.getuid(), 0) or (info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX):
+        raise NotTheApp(
+            f"{path} (on the way to the app's socket) can be changed by another user (owner uid {info.st_uid}, "
+            f"mode {oct(stat.S_IMODE(info.st_mode))}): the socket's directory could be swapped",
+            "give `computer-use app` and `connect` a --config-dir whose parents only you or root can change, and "
+            "restart `computer-use app`",
+        )
+
+
 class Bridge:
     """One paired connection to the app (made on first need, again after the app restarts) and one MCP connection
     to the app's MCP URL. Calls are forwarded one at a time: each token is for the grant's newest provider request."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.mcp_socket = path.parent / MCP_SOCKET_NAME
         self.mcp_url = ""
+        self.refused: NotTheApp | None = None
+        """Why the last pairing was refused (the app could not be authenticated); None once one succeeds."""
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._introduced: str | None = None
@@ -81,16 +135,59 @@ class Bridge:
 
     # -- the app's socket ---------------------------------------------------------------------------------------
 
+    def authenticate_path(self) -> None:
+        """The sockets' directory, the pairing socket and the MCP socket are this user's and private, and no other
+        user can swap the directory (its parents, links resolved, are unswappable): then the MCP socket, reached by
+        path later, is still the app's. `NotTheApp` otherwise, `FileNotFoundError` while there is no app."""
+        directory = self.path.parent.resolve()
+        for parent in directory.parents:
+            check_unswappable(parent)
+        check_private(directory, stat.S_IFDIR)
+        self.path, self.mcp_socket = directory / self.path.name, directory / MCP_SOCKET_NAME
+        check_private(self.path, stat.S_IFSOCK)
+        with contextlib.suppress(FileNotFoundError):  # an app that serves no MCP socket: its calls fail later
+            check_private(self.mcp_socket, stat.S_IFSOCK)
+
+    def authenticate_peer(self, sock: socket.socket) -> None:
+        """The process that listens on the socket runs as this user (`SO_PEERCRED`); `NotTheApp` otherwise."""
+        uid, me = peer_uid(sock), os.getuid()
+        if uid != me:
+            raise NotTheApp(
+                f"the process listening on {self.path} runs as uid {uid}, not as you (uid {me})",
+                f"stop that process, remove {self.path} and restart `computer-use app`",
+            )
+
+    def _refuse(self, refused: NotTheApp) -> None:
+        if self.refused is None or str(self.refused) != str(refused):  # one line per new reason, not per call
+            print(f"computer-use connect: not pairing: {refused.message}; {refused.hint}", file=sys.stderr, flush=True)
+        self.refused = refused
+
     async def _pair(self) -> bool:
         if self._writer is not None and not self._writer.is_closing():
             return True
         await self._unpair()
+        # Nothing of the client's (its name, a token request) goes to a socket before it is proven to be the app's.
+        try:
+            self.authenticate_path()
+        except FileNotFoundError:
+            self.refused = None
+            return False
+        except NotTheApp as refused:
+            self._refuse(refused)
+            return False
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_unix_connection(str(self.path), limit=MAX_LINE), PAIR_TIMEOUT
             )
         except (OSError, TimeoutError):
             return False
+        try:
+            self.authenticate_peer(writer.get_extra_info("socket"))
+        except NotTheApp as refused:
+            writer.close()
+            self._refuse(refused)
+            return False
+        self.refused = None
         self._reader, self._writer = reader, writer
         try:
             hello = await self._read()
@@ -175,9 +272,22 @@ class Bridge:
         self._client = ready.result()
         return self._client
 
+    def http_client(self) -> httpx2.AsyncClient:
+        """The HTTP client the MCP connection uses: over the app's private MCP socket, with the SDK's timeouts.
+
+        The URL stays the app's TCP MCP URL, so the requests carry the `Host` the app's DNS-rebinding check admits;
+        no byte goes over TCP."""
+        return httpx2.AsyncClient(
+            transport=httpx2.AsyncHTTPTransport(uds=str(self.mcp_socket)),
+            timeout=httpx2.Timeout(MCP_TIMEOUT, read=MCP_READ_TIMEOUT),
+        )
+
     async def _hold_client(self, url: str, ready: asyncio.Future[Client]) -> None:
         try:
-            async with Client(url, mode="legacy") as client:
+            async with (
+                self.http_client() as http,
+                Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+            ):
                 ready.set_result(client)
                 await self._client_stop.wait()
         except Exception:
@@ -198,16 +308,14 @@ class Bridge:
             if name != TOOL:
                 return refusal(ReasonCode.invalid_arguments, f"the only tool is {TOOL}")
             if not await self._introduce(client_name):
-                return refusal(
-                    ReasonCode.invalid_capability, "the computer-use app is not running (no pairing)", START_HINT
-                )
+                return self._no_pairing()
             try:
                 answer = await self._ask({"op": "token"})
             except AppGone:
                 # The app may have restarted since the last call: pair once more (a new pairing asks anew).
                 await self._unpair()
                 if not await self._introduce(client_name):
-                    return refusal(ReasonCode.invalid_capability, "the computer-use app went away", START_HINT)
+                    return self._no_pairing("the computer-use app went away")
                 try:
                     answer = await self._ask({"op": "token"})
                 except AppGone:
@@ -229,6 +337,13 @@ class Bridge:
                     ReasonCode.target_lost,
                     f"the app's MCP server did not answer ({type(exc).__name__}); nothing was done",
                 )
+
+    def _no_pairing(self, message: str = "the computer-use app is not running (no pairing)") -> CallToolResult:
+        if self.refused is not None:
+            return refusal(
+                ReasonCode.invalid_capability, f"not pairing: {self.refused.message}"[:300], self.refused.hint[:300]
+            )
+        return refusal(ReasonCode.invalid_capability, message, START_HINT)
 
     async def close(self) -> None:
         await self._unpair()
@@ -260,8 +375,10 @@ def build_bridge_server(bridge: Bridge, tools: list[Tool]) -> Server[Any]:
     return Server("computer-use", instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def serve(config_dir: Path) -> int:
-    bridge = Bridge(socket_path(config_dir))
+async def serve(config_dir: Path, bridge_class: type[Bridge] = Bridge) -> int:
+    """Serve the client on stdio until it closes; `bridge_class` is the app-facing half (a subclass may vary it:
+    the suites' broken variants)."""
+    bridge = bridge_class(socket_path(config_dir))
     server = build_bridge_server(bridge, await tool_list())
     try:
         async with stdio_server() as (read_stream, write_stream):

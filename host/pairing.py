@@ -3,7 +3,12 @@
 The socket lives at `<config dir>/connect/app.sock` (`socket_path`): the directory is made (or tightened to) 0700
 and the socket 0600, so no other user can even reach it, and the app also checks each peer's uid (`SO_PEERCRED`)
 and closes a connection from anyone else before reading a byte. `connect` finds the socket from the same config dir
-(`--config-dir`, or the default), with no argument needed.
+(`--config-dir`, or the default), with no argument needed, and checks the same from its side (the directory's and
+the socket's owner and mode, the listener's uid) before it sends anything.
+
+Beside it, `<config dir>/connect/mcp.sock` (`MCP_SOCKET_NAME`) serves the app's MCP server (the same app as its TCP
+`/mcp`, tokens checked the same way) to `connect` alone, with the same peer-uid check before a request is read:
+`connect` forwards its tool calls there, never over TCP.
 
 The protocol is one JSON object per line, at most `MAX_LINE` bytes, each request answered in order:
 
@@ -40,10 +45,15 @@ MAX_LINE = 64 * 1024
 MAX_PAIRINGS = 64
 SOCKET_DIR = "connect"
 SOCKET_NAME = "app.sock"
+MCP_SOCKET_NAME = "mcp.sock"
 
 
 def socket_path(config_dir: Path) -> Path:
     return config_dir / SOCKET_DIR / SOCKET_NAME
+
+
+def mcp_socket_path(config_dir: Path) -> Path:
+    return config_dir / SOCKET_DIR / MCP_SOCKET_NAME
 
 
 class PairingError(Exception):

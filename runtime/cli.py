@@ -4,6 +4,10 @@ It connects to a browser's CDP endpoint (`--cdp-endpoint http://127.0.0.1:9222`)
 Chromium (`--launch`). Only a host that shares this runtime's context store can mint tokens, so a bare server
 answers every call with `invalid_capability` — by design, a third-party client alone cannot act.
 
+SIGINT and SIGTERM (what `timeout`, systemd, containers and MCP clients send) both stop it the same way: the
+transport ends, the runtime closes its backend sessions (their child processes), a launched Chromium's process
+group is ended and its profile removed, and the exit status is 0.
+
 Over stdio every request line gets an answer, even one the SDK's own transport would drop (see `runtime.mcp.stdio`).
 
 Over HTTP on anything but loopback it also needs `--allow-remote` and a bearer token (see `runtime.mcp.http`);
@@ -20,7 +24,11 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 import sys
+import threading
+from collections.abc import Awaitable
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -33,20 +41,44 @@ from runtime.service import Settings
 
 COMMANDS = "computer_use.commands"
 """The entry-point group of further subcommands (see the module docstring)."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals on which `serve` stops cleanly and exits 0."""
+
+
+async def until_stopped(work: Awaitable[None], stop: asyncio.Event) -> None:
+    """Run `work` until it ends or `stop` is set; then it is cancelled (and its cleanup awaited)."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if not task.cancelled():
+        task.result()
 
 
 async def serve(args: argparse.Namespace, token: str | None) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop.set)
     chromium = await PrivateChromium.launch() if args.launch else None
-    endpoint = chromium.endpoint if chromium else args.cdp_endpoint
-    settings = Settings(backend=args.backend, observation_tokens=args.observation_tokens)
-    runtime = await Runtime.connect(endpoint, settings=settings)
     try:
-        if args.transport == "stdio":
-            await run_stdio(runtime.server)
-        else:
-            await serve_http(runtime.server, args.host, args.port, token)
+        endpoint = chromium.endpoint if chromium else args.cdp_endpoint
+        settings = Settings(backend=args.backend, observation_tokens=args.observation_tokens)
+        runtime = await Runtime.connect(endpoint, settings=settings)
+        try:
+            if args.transport == "stdio":
+                await until_stopped(run_stdio(runtime.server), stop)
+            else:
+                await until_stopped(serve_http(runtime.server, args.host, args.port, token), stop)
+        finally:
+            await runtime.close()
     finally:
-        await runtime.close()
         if chromium is not None:
             await chromium.close()
 
@@ -101,6 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(args, token))
+    if threading.active_count() > 1:
+        # Stopped by a signal over stdio while the client keeps stdin open: a worker thread still blocks reading it
+        # (a read cannot be cancelled) and the interpreter would wait for it at exit. Everything is closed by now.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 

@@ -20,6 +20,8 @@ argument (which every user of the machine can read in `ps`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import json
 import os
@@ -38,6 +40,8 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 """Exactly the names the SDK protects against DNS rebinding (`127.0.0.2` is loopback, but not one of them)."""
 
 TOKEN_ENV = "COMPUTER_USE_BEARER_TOKEN"
+SHUTDOWN_GRACE = 2.0
+"""Seconds open requests get to finish once the HTTP server is told to stop."""
 MIN_TOKEN_LENGTH = 16
 MAX_SESSIONS = 64
 """MCP sessions open at once (the SDK's default is 10,000)."""
@@ -137,11 +141,35 @@ def http_app(server: MCPServer, host: str, token: str | None) -> ASGIApp:
     return BearerAuth(app, token) if token is not None else app
 
 
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the caller owns SIGINT/SIGTERM (uvicorn's would re-raise them once
+    it stopped, and the default SIGTERM action ends the process before its browser and backends are cleaned up)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):  # type: ignore[no-untyped-def]
+        yield
+
+
 async def serve_http(server: MCPServer, host: str, port: int, token: str | None) -> None:
-    """Serve until cancelled. Callers check `check_exposure` first: this binds whatever it is given."""
+    """Serve until cancelled; cancelled, it stops as uvicorn does on a signal (stops listening, gives open requests,
+    an MCP client's event stream say, `SHUTDOWN_GRACE` seconds, ends the app's lifespan) before it re-raises.
+    Callers check `check_exposure` first: this binds whatever it is given."""
     ensure_descriptors()
-    config = bounded_config(http_app(server, host, token), host=host, port=port, log_level=server.settings.log_level)
-    await uvicorn.Server(config).serve()
+    config = bounded_config(
+        http_app(server, host, token),
+        host=host,
+        port=port,
+        log_level=server.settings.log_level,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+    )
+    uvicorn_server = _Server(config)
+    serving = asyncio.ensure_future(uvicorn_server.serve())
+    try:
+        await asyncio.shield(serving)
+    except asyncio.CancelledError:
+        uvicorn_server.should_exit = True
+        await serving
+        raise
 
 
 def bounded_config(app: ASGIApp, **options: Any) -> uvicorn.Config:

@@ -612,8 +612,9 @@ def descendants(pid: int) -> set[int]:
 
 
 @pytest.mark.req("app:launch")
-async def test_computer_use_app_prints_both_urls_and_on_sigint_exits_0_leaving_no_process(
-    tap: CDPTap, lab_cdp: CDPClient, fixture_server: FixtureServer, tmp_path: Path
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+async def test_computer_use_app_prints_both_urls_and_on_sigint_or_sigterm_exits_0_leaving_no_process(
+    tap: CDPTap, lab_cdp: CDPClient, fixture_server: FixtureServer, tmp_path: Path, stop: signal.Signals
 ) -> None:
     script = write_task(tmp_path, [LIST, observe("Checkout"), {"say": "Seen."}])
     process = await asyncio.create_subprocess_exec(
@@ -659,7 +660,7 @@ async def test_computer_use_app_prints_both_urls_and_on_sigint_exits_0_leaving_n
         backend = [pid for pid in children if "playwright" in command_line(pid)]
         assert backend, "no backend process ran: the clean-up check would prove nothing"
 
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         assert await asyncio.wait_for(process.wait(), 60) == 0
         left = {pid: command_line(pid) for pid in children if pid in {p.pid for p in processes() if p.state != "Z"}}
         assert left == {}, f"processes left behind: {left}"

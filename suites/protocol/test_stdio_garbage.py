@@ -134,6 +134,10 @@ async def start(command: list[str], endpoint: str, tmp_path: Path) -> AsyncItera
         yield child
     finally:
         if process.returncode is None:
+            # End of input first: the SDK's transport (the broken variant) reads stdin in a thread that no signal
+            # interrupts, and serve now waits for its transport to stop on SIGTERM.
+            assert process.stdin is not None
+            process.stdin.close()
             process.terminate()
         await asyncio.wait_for(process.wait(), LIMIT)
         log.close()
