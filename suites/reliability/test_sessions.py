@@ -132,9 +132,7 @@ async def test_the_resource_check_catches_a_manager_that_never_closes_a_session(
 
 
 @pytest.mark.req("sessions:reuse-and-cap", "sessions:one-per-page", "reason:stale_observation")
-async def test_observe_reuses_the_live_session_of_its_turn_and_a_new_turn_replaces_it(
-    desk: Desk, agent: Agent
-) -> None:
+async def test_observe_reuses_the_live_session_of_its_turn_and_a_new_turn_replaces_it(desk: Desk, agent: Agent) -> None:
     await open_three_pages(desk)
     desk.authorize("A")
     first = await agent.observe(page=desk.handle("A"))
