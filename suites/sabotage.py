@@ -305,6 +305,14 @@ class SharedSessions(SessionManager):
         return None
 
 
+class ReplacesBusySessions(SessionManager):
+    """Closes the Page's previous session when a new one opens even while a call runs on it (the busy control)."""
+
+    async def _replace(self, page: Page, backend_name: str) -> None:
+        for session in [s for s in self.live.values() if s.page is page and s.backend_name == backend_name]:
+            self.invalidate(session, ReasonCode.stale_observation, "replaced")
+
+
 def with_sessions(manager: type[SessionManager]) -> type[ComputerUseService]:
     """The real service with `manager` for its session manager (`ComputerUseService.session_manager_class`)."""
     return type(f"ServiceWith{manager.__name__}", (ComputerUseService,), {"session_manager_class": manager})
@@ -340,4 +348,5 @@ SABOTAGE: dict[str, Sabotage] = {
     "keep_old_sessions": Sabotage(service_type=with_sessions(KeepsOldSessions)),
     "sessions_outlive_grants": Sabotage(service_type=with_sessions(OutlivesItsGrant)),
     "shared_sessions": Sabotage(service_type=with_sessions(SharedSessions)),
+    "replace_busy_sessions": Sabotage(service_type=with_sessions(ReplacesBusySessions)),
 }

@@ -21,6 +21,7 @@ from lab.processes import children_running, listening_ports
 from runtime.session import ComputerSession
 from suites.harness import Agent, Desk
 from suites.parity.test_backend_freeze import executable
+from suites.reliability.conftest import SLACK, second_agent, within
 from suites.reliability.test_sessions import CLOSE_TIMEOUT
 
 TURNS = 10
@@ -133,3 +134,54 @@ async def test_a_session_unused_for_the_idle_time_closes_its_child_and_gateway_a
     assert "page=" in (late.hint or ""), late
     fresh = await agent.observe(page=desk.handle("A"))  # the hint works
     assert fresh.computer_session_id != seen.computer_session_id
+
+
+async def check_busy_session_is_not_closed(desk: Desk, agent: Agent, backend: str) -> None:
+    """The chat's session of A has a call running (the manager's own `enter`, as the service brackets every call);
+    another host's turn observes A, which would replace it: refused `timeout` within `lease_timeout` and the
+    session, its child and its gateway untouched. Once the call ends (`release`), the same observe replaces it."""
+    settings = desk.runtime.service.settings
+    settings.lease_timeout = 2.0
+    manager = desk.runtime.service.sessions
+    desk.authorize("A")
+    seen = await agent.observe(page=desk.handle("A"))
+    session = manager.live[seen.computer_session_id or ""]
+    other = desk.runtime.new_host().start_turn([desk.handle("A")])
+    async with second_agent(desk) as client:
+        manager.enter(session)
+        try:
+            waited = await within(
+                client.call(await other.provider_request(), command="observe", page=desk.handle("A")),
+                settings.lease_timeout + SLACK,
+                "the observe that waits for a busy session",
+            )
+            assert session.invalid is None, f"a session was closed while a call ran on it: {session.invalid}"
+            assert not refuses(session.gateway.url)
+            assert waited.reason_code == "timeout", waited
+        finally:
+            manager.release(session)
+        replaced = await client.call(await other.provider_request(), command="observe", page=desk.handle("A"))
+        assert replaced.status == "ok", replaced
+    await asyncio.wait_for(session.closed.wait(), CLOSE_TIMEOUT)
+    assert [s.id for s in manager.live.values() if s.page is desk.pages["A"]] == [replaced.computer_session_id]
+
+
+@pytest.mark.req("sessions:one-per-page", "reason:timeout")
+async def test_a_session_with_a_call_running_is_never_replaced_under_it_the_new_observe_waits_then_is_refused(
+    desk: Desk, agent: Agent, backend: str
+) -> None:
+    await desk.open("A", "/dom_form/", desk.workspace.column(0, 3))
+    await desk.open("chat", "/chat/", desk.workspace.column(1, 3), chat=True)
+    await check_busy_session_is_not_closed(desk, agent, backend)
+
+
+@pytest.mark.negative_control
+@pytest.mark.sabotage("replace_busy_sessions")
+@pytest.mark.req("sessions:one-per-page")
+async def test_the_busy_check_catches_a_manager_that_replaces_a_session_under_its_call(
+    desk: Desk, agent: Agent, backend: str
+) -> None:
+    await desk.open("A", "/dom_form/", desk.workspace.column(0, 3))
+    await desk.open("chat", "/chat/", desk.workspace.column(1, 3), chat=True)
+    with pytest.raises(AssertionError, match="closed while a call ran"):
+        await check_busy_session_is_not_closed(desk, agent, backend)
