@@ -9,7 +9,8 @@ Each grant is a turn of a Host of its own on the runtime's shared context store,
 the chat's and of every other grant's; each forwarded `tools/call` is a provider request of that turn (a fresh Page
 Context snapshot) with its own one-time token, minted here for the pairing's MCP connection nonce. Ending a grant
 (revoke, expiry, a Page change, the client going away) forgets its host in the store: a token minted before is stale
-from that moment, and the next call gets no token at all.
+from that moment, the next call gets no token at all, and the grant's ComputerSessions close at once (the store tells
+the runtime's session manager: their backend children exit and their gateway ports close).
 
 Client names come from the client (its MCP `initialize`): they are clipped, stripped of control characters and only
 ever shown as text.

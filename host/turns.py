@@ -4,7 +4,7 @@ token, and every step told to the console as an event.
 A turn is the user's message and the Pages the user ticked. Each model call starts a provider request (a fresh Page
 Context snapshot); the model's tool calls go through the first-party client adapter (`HostedClient`) over the app's
 own MCP HTTP connection, each with a token minted for that call, which travels in `_meta` and never reaches the
-model. A reply without tool calls ends the turn.
+model. A reply without tool calls ends the turn, and with it the ComputerSessions it opened (`Turn.end`).
 
 What the loop waits for is always the user: after `needs_user` (Continue starts a new provider request, Stop ends
 the turn; when the runtime handed a write over for its name alone, Allow once has the runtime perform exactly that
@@ -317,6 +317,7 @@ class Conversation:
         finally:
             self._decision = None
             self._offer = None
+            turn.end()  # its tokens are stale and the sessions it opened close now, not at the next turn
             self._set_state("idle")
 
     async def _complete(self, message: str) -> ModelReply:

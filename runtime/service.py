@@ -62,6 +62,9 @@ class ComputerUseService(Acting, Verifying):
     """The capability check, the Page or session a call names, and the command it asks for. Each rule is a method
     of its command's class, so a subclass can change exactly one."""
 
+    session_manager_class: type[SessionManager] = SessionManager
+    """The sessions' owner (a subclass swaps it: the suites' broken variants)."""
+
     def __init__(
         self,
         cdp_endpoint: str,
@@ -77,9 +80,10 @@ class ComputerUseService(Acting, Verifying):
         self.store = store
         self.verifier = CapabilityVerifier(store, registry)
         self.settings = settings or Settings()
-        self.sessions = SessionManager(
+        self.sessions = self.session_manager_class(
             cdp_endpoint, cdp, registry, backends, self.settings, gateway_factory=gateway_factory
         )
+        store.listen(self.sessions.owner_ended)  # a turn or grant that ends ends its sessions
         self.journal: deque[CallRecord] = deque(maxlen=JOURNAL)
 
     # -- entry -----------------------------------------------------------------------------------------------
@@ -119,8 +123,10 @@ class ComputerUseService(Acting, Verifying):
                 pages = list(context.pages.values())
                 return Outcome(ComputerUseResult(status="ok", message=f"{len(pages)} authorized Page(s).", pages=pages))
             if args.command == "observe" and args.computer_session_id is None:
-                session = await self.sessions.open(self._resolve(args.page or "", context), context.turn)
+                session = await self.sessions.open(self._resolve(args.page or "", context), context.turn, context.host)
                 self.sessions.enter(session)
+                if self.store.turns.get(context.host) != context.turn:  # the turn ended while the session started
+                    self.sessions.owner_ended(context.host, context.turn)
             else:
                 session = self.sessions.acquire(args.computer_session_id or "", context)
             mark("session")

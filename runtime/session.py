@@ -4,7 +4,8 @@ Created by the first `observe` of a Page in a turn. The backend is the one the s
 changing the setting later affects only new sessions. Every observation is a new Frame; `act` must carry the
 latest frame's id, and any write consumes the frame (the runtime re-observes, so the answer to `act` carries the
 next one). A session owns a backend, a gateway, a probe and a work dir; the session manager (`runtime/sessions.py`)
-closes them the moment the session is invalidated, evicted or the runtime closes.
+closes them the moment the session is invalidated, evicted, replaced, idle too long, its turn ends or the runtime
+closes.
 
 Refs are the runtime's own: a random prefix drawn per frame and the element's position in it (`qfz12`). A
 backend's refs are predictable (`e12`, `1_12`, `ref_12`), so page text could plant one that resolves; the runtime's
@@ -107,14 +108,22 @@ class ComputerSession:
     workdir: Path
     turn: str = ""
     """The turn whose first observe of the Page opened this session; a later observe in that turn reuses it."""
+    host: str = ""
+    """The host (a chat, a client's grant) whose turn that is. (host, turn) owns the session: no other turn or
+    host may use it, and it closes when that turn ends (`SessionManager.owner_ended`)."""
     id: str = field(default_factory=lambda: "cs_" + secrets.token_hex(6))
     latest: Frame | None = None
-    invalid: tuple[ReasonCode, str] | None = None
+    invalid: tuple[ReasonCode, str, str | None] | None = None
+    """Why the session can no longer be used: (code, message, hint or None for the code's own)."""
     popups_pending: int = 0
     busy: int = 0
     """Calls on this session in progress; its resources are closed only once none is."""
     last_used: int = 0
     """The manager's use counter at this session's last call: the least recently used idle session goes first."""
+    idle_since: float = 0.0
+    """When its last call ended (on `Settings.clock`): past `Settings.session_idle` unused, it closes."""
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set while no call runs on it (`busy` is 0): what a new session of its Page waits for before closing it."""
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the session is invalidated: a call in progress on it stops waiting for its backend."""
     closing: bool = False
@@ -157,8 +166,12 @@ class ComputerSession:
         self.screenshots += 1
         return await self.backend.screenshot()
 
-    def invalidate(self, code: ReasonCode, message: str) -> None:
+    @property
+    def owner(self) -> tuple[str, str]:
+        return (self.host, self.turn)
+
+    def invalidate(self, code: ReasonCode, message: str, hint: str | None = None) -> None:
         if self.invalid is None:
-            self.invalid = (code, message)
+            self.invalid = (code, message, hint)
             self.latest = None
         self.ended.set()

@@ -30,13 +30,13 @@ from runtime.commit import Reading
 from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.mcp.server import ComputerUseServer
-from runtime.models import Action, Assertion
+from runtime.models import Action, Assertion, Page
 from runtime.pointer import Rest
 from runtime.probe import PageProbe
 from runtime.reasons import ReasonCode
 from runtime.service import ComputerUseService
 from runtime.session import ComputerSession, Frame
-from runtime.sessions import BackendFactory, Refusal
+from runtime.sessions import BackendFactory, Refusal, SessionManager
 
 
 class TrustingVerifier:
@@ -295,6 +295,45 @@ class DevToolsGatewayOnArgv(ChromeDevToolsMCPBackend):
         return ["--browserUrl", self.config.cdp_endpoint, *super().flags()]
 
 
+class KeepsOldSessions(SessionManager):
+    """Sessions as they were before issue 29: one outlives its turn and its Page's next session; only the cap of
+    `max_sessions` closes one (the 10-turn count's control)."""
+
+    def owner_ended(self, host: str, turn: str | None) -> None:
+        return None
+
+    async def _replace(self, page: Page, backend_name: str) -> None:
+        return None
+
+
+class OutlivesItsGrant(SessionManager):
+    """Hears nothing when a turn or grant ends: a revoked grant's session keeps its child and gateway (the revoke
+    control)."""
+
+    def owner_ended(self, host: str, turn: str | None) -> None:
+        return None
+
+
+class SharedSessions(SessionManager):
+    """Lets whoever holds a session's id use it, any turn, any host (the ownership control)."""
+
+    def check_owner(self, owner: tuple[str, str], context: PageContext) -> None:
+        return None
+
+
+class ReplacesBusySessions(SessionManager):
+    """Closes the Page's previous session when a new one opens even while a call runs on it (the busy control)."""
+
+    async def _replace(self, page: Page, backend_name: str) -> None:
+        for session in [s for s in self.live.values() if s.page is page and s.backend_name == backend_name]:
+            self.invalidate(session, ReasonCode.stale_observation, "replaced")
+
+
+def with_sessions(manager: type[SessionManager]) -> type[ComputerUseService]:
+    """The real service with `manager` for its session manager (`ComputerUseService.session_manager_class`)."""
+    return type(f"ServiceWith{manager.__name__}", (ComputerUseService,), {"session_manager_class": manager})
+
+
 @dataclass(frozen=True)
 class Sabotage:
     """How one broken runtime is assembled: its service class, its gateway, and a change to its MCP server."""
@@ -325,4 +364,8 @@ SABOTAGE: dict[str, Sabotage] = {
     "gateway_on_argv": Sabotage(
         backends={"playwright_mcp": PlaywrightGatewayOnArgv, "chrome_devtools_mcp": DevToolsGatewayOnArgv}
     ),
+    "keep_old_sessions": Sabotage(service_type=with_sessions(KeepsOldSessions)),
+    "sessions_outlive_grants": Sabotage(service_type=with_sessions(OutlivesItsGrant)),
+    "shared_sessions": Sabotage(service_type=with_sessions(SharedSessions)),
+    "replace_busy_sessions": Sabotage(service_type=with_sessions(ReplacesBusySessions)),
 }

@@ -23,6 +23,8 @@ from runtime.models.page import Page, PageInfo
 from runtime.registry.registry import PageRegistry
 
 PreviewReader = Callable[[Page], Awaitable[str]]
+TurnEnded = Callable[[str, "str | None"], None]
+"""A listener of `ContextStore`: (host, turn) that ended; turn None for every turn of a host that went away."""
 
 
 @dataclass
@@ -49,6 +51,10 @@ class ContextStore:
 
     `token_lifetime` (seconds) bounds how long a minted token stays usable; `clock` is what both minting and
     verification read (monotonic: a wall-clock jump neither expires nor revives tokens; tests inject their own).
+
+    A turn ends when the host starts another, ends it (`Turn.end`) or goes away (`forget_host`: a grant revoked,
+    denied, expired or its client gone); every listener (`listen`: the session manager) hears it at that moment,
+    so what the turn opened closes then, not at a later call.
     """
 
     secret: bytes = field(default_factory=new_secret)
@@ -59,6 +65,7 @@ class ContextStore:
     approvals: Approvals = field(init=False, repr=False)
     """Writes handed to the user that the user may allow once, and the approvals hosts granted for them."""
     _host_numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
+    _listeners: list[TurnEnded] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         # Approvals read the clock each time, so a test that swaps `clock` later moves them too.
@@ -67,9 +74,23 @@ class ContextStore:
     def add_host(self) -> str:
         return f"host-{next(self._host_numbers)}"
 
+    def listen(self, listener: TurnEnded) -> None:
+        """Call `listener(host, turn)` whenever a turn ends; `turn` None: every turn of a host that went away."""
+        self._listeners.append(listener)
+
     def begin_turn(self, host: str, turn: str) -> None:
+        previous = self.turns.get(host)
         self.turns[host] = turn
         self.contexts.pop(host, None)
+        if previous is not None and previous != turn:
+            self._ended(host, previous)
+
+    def end_turn(self, host: str, turn: str) -> None:
+        """The host's turn is over (its agent loop finished): its tokens are stale and its sessions close."""
+        if self.turns.get(host) == turn:
+            del self.turns[host]
+            self.contexts.pop(host, None)
+            self._ended(host, turn)
 
     def begin_request(self, host: str, context: PageContext) -> None:
         # A snapshot awaits the browser: if the host started another turn meanwhile, this one is already over.
@@ -79,6 +100,11 @@ class ContextStore:
     def forget_host(self, host: str) -> None:
         self.turns.pop(host, None)
         self.contexts.pop(host, None)
+        self._ended(host, None)
+
+    def _ended(self, host: str, turn: str | None) -> None:
+        for listener in self._listeners:
+            listener(host, turn)
 
 
 class ProviderRequest:
@@ -111,6 +137,10 @@ class Turn:
         self.id = turn_id
         self.authorized = list(authorized)
         self._requests = itertools.count(1)
+
+    def end(self) -> None:
+        """The turn is over: its tokens are stale and the sessions it opened close now."""
+        self._host.store.end_turn(self._host.id, self.id)
 
     async def provider_request(self) -> ProviderRequest:
         """Start a model call: snapshot the authorized Pages (fresh geometry, title, URL, preview)."""

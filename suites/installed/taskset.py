@@ -159,8 +159,8 @@ class TurnRecord:
         """Calls on any Page but `allowed` ("browser" is browser-level traffic that names no Page).
 
         `Target.detachFromTarget` is left out: it is the runtime letting go of a session it held on a Page of an
-        earlier turn (the least recently used session is closed past `max_sessions`, whenever it goes idle), a
-        browser-level call that reaches no Page; any attach or command on that Page would still count."""
+        earlier turn (a turn's sessions close when it ends), a browser-level call that reaches no Page; any attach
+        or command on that Page would still count."""
         return {
             t: methods
             for t, counter in self.calls.items()

@@ -699,6 +699,22 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req("concurrency:pages-in-parallel", "the-boundary", "sessions on different Pages act in parallel, never cross"),
     _req("sessions:reuse-and-cap", "the-boundary", "observe reuses its turn's session; live sessions capped"),
     _req(
+        "sessions:one-per-page",
+        "the-boundary",
+        "at most one live session (one backend child, one gateway port) per Page and backend, over any number of turns",
+    ),
+    _req("sessions:idle-close", "the-boundary", "a session unused for the documented idle time closes"),
+    _req(
+        "sessions:owner",
+        "the-boundary",
+        "a session is its opener's (turn or grant): another holder of its id is refused, nothing reaches the Page",
+    ),
+    _req(
+        "sessions:end-with-owner",
+        "the-boundary",
+        "ending a turn or grant ends its sessions at once: child exited, gateway port refusing",
+    ),
+    _req(
         "sessions:resources-end",
         "the-boundary",
         "an invalidated, evicted or closed session leaves no child, port or fd behind",

@@ -101,7 +101,7 @@ async def test_a_hundred_observes_across_three_pages_and_three_turns_keep_one_ch
     cap = desk.runtime.service.settings.max_sessions
     readings = await observe_across_turns(desk, agent, backend, calls=100)
     assert_bounded(readings, backend, cap)
-    assert readings[-2].live == cap  # 9 (Page, turn) pairs, so the least recently used one was closed
+    assert readings[-2].live == 3  # one per Page: each turn's session replaced the one of the turn before
 
 
 @pytest.mark.negative_control
@@ -131,10 +131,8 @@ async def test_the_resource_check_catches_a_manager_that_never_closes_a_session(
             await real_close(session)
 
 
-@pytest.mark.req("sessions:reuse-and-cap", "reason:stale_observation")
-async def test_observe_reuses_the_live_session_of_its_turn_and_a_new_turn_opens_another(
-    desk: Desk, agent: Agent
-) -> None:
+@pytest.mark.req("sessions:reuse-and-cap", "sessions:one-per-page", "reason:stale_observation")
+async def test_observe_reuses_the_live_session_of_its_turn_and_a_new_turn_replaces_it(desk: Desk, agent: Agent) -> None:
     await open_three_pages(desk)
     desk.authorize("A")
     first = await agent.observe(page=desk.handle("A"))
@@ -146,7 +144,9 @@ async def test_observe_reuses_the_live_session_of_its_turn_and_a_new_turn_opens_
     desk.authorize("A")
     other = await agent.observe(page=desk.handle("A"))
     assert other.computer_session_id != first.computer_session_id
-    assert len(desk.runtime.service.sessions.live) == 2
+    assert list(desk.runtime.service.sessions.live) == [other.computer_session_id]  # the earlier turn's ended
+    earlier = await agent.call(command="observe", computer_session_id=first.computer_session_id)
+    assert earlier.reason_code == "page_context_stale", earlier
 
 
 @pytest.mark.req("sessions:resources-end", "lifecycle:target-closed", "reason:target_lost")
