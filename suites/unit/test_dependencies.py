@@ -12,7 +12,8 @@ import pytest
 pytestmark = pytest.mark.req("unit:dependencies")
 
 ROOT = Path(__file__).resolve().parents[2]
-# uvicorn arrives with mcp (its streamable HTTP server); the bearer check wraps that server
+# uvicorn arrives with mcp (its streamable HTTP server); the bearer check wraps that server, and the listener
+# bounds (runtime/listeners.py) extend uvicorn's h11 protocol, so they read h11's connection states
 # re2 (google-re2): model-supplied patterns run in linear time, so a pattern cannot freeze the server
 RUNTIME_MAY_IMPORT = {
     "mcp",
@@ -20,6 +21,7 @@ RUNTIME_MAY_IMPORT = {
     "pydantic",
     "aiohttp",
     "uvicorn",
+    "h11",
     "re2",
     "runtime",
     "anyio",
