@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 
 JOURNAL = 1000
 """Calls the journal keeps (the newest)."""
+RESERVED = "this Page is showing the host app's own console, which no agent may read or use; nothing was done"
+RESERVED_HINT = (
+    "Call list_pages for the Pages you may use. If you need this Page, ask the user to open its site in it again."
+)
 
 
 @dataclass(frozen=True)
@@ -116,13 +120,16 @@ class ComputerUseService(Acting, Verifying):
         session: ComputerSession | None = None
         try:
             if args.command == "list_pages":
-                pages = list(context.pages.values())
+                pages = [info for info in context.pages.values() if not await self._reserved(info.handle)]
                 return Outcome(ComputerUseResult(status="ok", message=f"{len(pages)} authorized Page(s).", pages=pages))
             if args.command == "observe" and args.computer_session_id is None:
-                session = await self.sessions.open(self._resolve(args.page or "", context), context.turn)
+                page = self._resolve(args.page or "", context)
+                await self.refuse_reserved(page)
+                session = await self.sessions.open(page, context.turn)
                 self.sessions.enter(session)
             else:
                 session = self.sessions.acquire(args.computer_session_id or "", context)
+                await self.refuse_reserved(session.page)
             mark("session")
             if args.command == "observe":
                 outcome = await self._observe(session, args, context)
@@ -130,6 +137,7 @@ class ComputerUseService(Acting, Verifying):
                 outcome = await self._act(session, args, context)
             else:
                 outcome = await self._verify(session, args.assertion)  # type: ignore[arg-type]
+            await self.refuse_reserved(session.page)  # it may have navigated there during the command
             if outcome.result.computer_session_id == session.id:
                 outcome.result.backend = session.backend_name
                 outcome.result.screenshots = session.screenshots
@@ -145,6 +153,18 @@ class ComputerUseService(Acting, Verifying):
         finally:
             if session is not None:
                 self.sessions.release(session)
+
+    async def _reserved(self, handle: str) -> bool:
+        try:
+            return await self.registry.reserved_now(self.registry.get(handle))
+        except UnknownPage:
+            return False
+
+    async def refuse_reserved(self, page: Page) -> None:
+        """Refuse the call while the Page shows a reserved origin (`PageRegistry.reserved_origins`: the host app's
+        own console), read fresh: Pages navigate, so a Page authorized on a site may be on the console by now."""
+        if await self.registry.reserved_now(page):
+            raise Refusal(ReasonCode.page_access_disabled, RESERVED, RESERVED_HINT)
 
     def _resolve(self, word: str, context: PageContext) -> Page:
         page = self._authorized(word, context)
