@@ -115,10 +115,11 @@ class HostApp:
     client_class: type[HostedClient] = HostedClient
     grants_class: type[GrantStore] = GrantStore
     pairing_class: type[PairingServer] = PairingServer
+    event_log_class: type[EventLog] = EventLog
 
     def __init__(self, config: AppConfig) -> None:
         self.config = config
-        self.events = EventLog()
+        self.events = self.event_log_class()
         self.config_dir = config.config_dir or default_config_dir()
         self.settings_store = SettingsStore(self.config_dir, BACKENDS)
         self.console = self.console_class(self, self.events, config.console_dir)

@@ -114,6 +114,10 @@ MAX_EVENT_BYTES = 4 * 1024 * 1024
 """The event log's bound: at most this many events and this many bytes of event JSON (the oldest go first)."""
 
 
+def _size(raw: str) -> int:
+    return len(raw.encode())
+
+
 class EventLog:
     """What the console was told, in order: replayed to each new subscriber, then streamed.
 
@@ -155,16 +159,15 @@ class EventLog:
         kind = event.get("type", "")
         kind = kind if kind in COALESCED or kind in LATEST_KEPT else ""
         if kind in COALESCED:
-            for position, entry in enumerate(self._entries):
-                if entry[1] == kind:
-                    del self._entries[position]
-                    self.bytes -= len(entry[2])
+            for position in range(len(self._entries) - 1, -1, -1):  # the one to replace is usually recent
+                if self._entries[position][1] == kind:
+                    self.bytes -= _size(self._entries.pop(position)[2])
                     break
         elif kind:
             self._latest[kind] = self.next_id
         self._entries.append((self.next_id, kind, raw))
         self.next_id += 1
-        self.bytes += len(raw)
+        self.bytes += _size(raw)
         self.trim()
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
@@ -183,7 +186,7 @@ class EventLog:
                 kept.append(entry)
             else:
                 excess -= 1
-                self.bytes -= len(raw)
+                self.bytes -= _size(raw)
         self._entries = kept
 
     def _position(self, start: int) -> int:
