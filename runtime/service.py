@@ -33,7 +33,7 @@ from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult, Page
 from runtime.models.page import RELATIONS
 from runtime.reasons import ReasonCode
-from runtime.registry.registry import PageRegistry, UnknownPage
+from runtime.registry.registry import PageRegistry, UnknownPage, origin
 from runtime.session import ComputerSession
 from runtime.sessions import BackendFactory, GatewayFactory, Refusal, SessionManager
 from runtime.settings import Settings
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 JOURNAL = 1000
 """Calls the journal keeps (the newest)."""
 RESERVED = "this Page is showing the host app's own console, which no agent may read or use; nothing was done"
+RESERVED_NAVIGATION = "that URL is the host app's own console, which no agent may open; nothing was done"
 RESERVED_HINT = (
     "Call list_pages for the Pages you may use. If you need this Page, ask the user to open its site in it again."
 )
@@ -130,6 +131,8 @@ class ComputerUseService(Acting, Verifying):
             else:
                 session = self.sessions.acquire(args.computer_session_id or "", context)
                 await self.refuse_reserved(session.page)
+                if args.action is not None and args.action.type == "navigate":
+                    self.refuse_reserved_url(args.action.url or "")
             mark("session")
             if args.command == "observe":
                 outcome = await self._observe(session, args, context)
@@ -165,6 +168,12 @@ class ComputerUseService(Acting, Verifying):
         own console), read fresh: Pages navigate, so a Page authorized on a site may be on the console by now."""
         if await self.registry.reserved_now(page):
             raise Refusal(ReasonCode.page_access_disabled, RESERVED, RESERVED_HINT)
+
+    def refuse_reserved_url(self, url: str) -> None:
+        """Refuse a navigation to a reserved origin before it happens (the check after the command would only
+        catch it once the Page shows it)."""
+        if origin(url) in self.registry.reserved_origins:
+            raise Refusal(ReasonCode.page_access_disabled, RESERVED_NAVIGATION, RESERVED_HINT)
 
     def _resolve(self, word: str, context: PageContext) -> Page:
         page = self._authorized(word, context)

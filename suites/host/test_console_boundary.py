@@ -58,6 +58,15 @@ def shown_pages(app: HostApp) -> list[str]:
     return [page["handle"] for page in latest["pages"]]
 
 
+async def browser_navigates(lab_cdp: CDPClient, target: str, url: str) -> None:
+    """Load `url` in the Page as the address bar would (the lab's own session, never through the tap)."""
+    session = (await lab_cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+    try:
+        await lab_cdp.send("Page.navigate", {"url": url}, session_id=session)
+    finally:
+        await lab_cdp.send("Target.detachFromTarget", {"sessionId": session})
+
+
 # -- a granted client whose Page navigates to the console ------------------------------------------------------------
 
 
@@ -83,17 +92,21 @@ async def navigate_to_the_console(
         assert seen.status == "ok", seen
         assert seen.backend == backend
         granted = {p.id: (p.client, p.grant and list(p.grant.pages)) for p in app.grants.pairings.values()}
-
-        arrived = lab_cdp.wait_for_event(
-            "Target.targetInfoChanged",
-            predicate=lambda e: (
-                e["targetInfo"]["targetId"] == target and e["targetInfo"]["url"].startswith(app.console_url)
-            ),
-            timeout=30,
-        )
         tap.watch(CONSOLE_TEXT)
-        await page_script(lab_cdp, target, f"location.href = {json.dumps(app.console_url)}")
-        await arrived
+        mark = app.events.next_id
+        # The client itself tries to take its Page to the console (a browser-initiated load: the console answers).
+        navigated = await client.call_tool(
+            "computer_use",
+            {
+                "command": "act",
+                "computer_session_id": seen.computer_session_id,
+                "frame_id": seen.frame_id,
+                "action": {"type": "navigate", "url": app.console_url},
+            },
+        )
+        # Then the person types the console's URL into the Page (a browser-initiated load: the console answers).
+        await browser_navigates(lab_cdp, target, app.console_url)
+        await until_event(app, mark, lambda e: e["type"] == "pages" and on_the_console(app, form, e["pages"]))
         calls = [
             {"command": "list_pages"},
             {"command": "observe", "page": form},
@@ -108,22 +121,33 @@ async def navigate_to_the_console(
             {
                 "command": "verify",
                 "computer_session_id": seen.computer_session_id,
-                "assertion": {"type": "text_present", "text": CONSOLE_TEXT},
+                "assertion": {"type": "text_present", "text": "MCP clients"},
             },
         ]
-        answers = [await client.call_tool("computer_use", arguments) for arguments in calls]
+        answers = [navigated] + [await client.call_tool("computer_use", arguments) for arguments in calls]
     return form, answers, granted
 
 
+def on_the_console(app: HostApp, form: str, pages: list[dict[str, Any]]) -> bool:
+    """The Pages list says the Page is on the console: it is gone from it, or (a broken host) it shows its URL."""
+    url = next((page["url"] for page in pages if page["handle"] == form), None)
+    return url is None or url.startswith(app.console.origin)
+
+
 def check_console_unreachable(app: HostApp, tap: CDPTap, form: str, answers: list[Any]) -> None:
-    """list_pages does not list the Page, every other command is page_access_disabled with a hint that works, and
-    neither the client nor any CDP frame of the runtime's got anything of the console."""
-    listed = result_of(answers[0])
+    """The navigation is refused, list_pages does not list the Page, every other command is page_access_disabled
+    with a hint that works, and neither the client nor any CDP frame of the runtime's got anything of the console."""
+    listed = result_of(answers[1])
     assert listed.status == "ok", listed
     assert form not in [page.handle for page in listed.pages or []], "list_pages lists a Page showing the console"
-    for raw in answers[1:]:
+    for number, raw in enumerate(answers):
         result = result_of(raw)
+        if number == 1:
+            continue
         assert result.status == "failed", f"a call on the console was served: {result}"
+        if number == 3:  # "left": the Page Context has no Page left of the chat while it shows the console
+            assert result.reason_code == "ambiguous_page", result
+            continue
         assert result.reason_code == "page_access_disabled", result
         assert result.hint == RESERVED_HINT
     text = json.dumps([raw.structured_content for raw in answers])
@@ -163,6 +187,10 @@ async def test_the_navigation_check_catches_a_host_that_lets_the_console_be_a_pa
     form, answers, _ = await navigate_to_the_console(app, console, fixture_server, lab_cdp, tap, backend)
     with pytest.raises(AssertionError, match=r"list_pages lists a Page showing the console|was served"):
         check_console_unreachable(app, tap, form, answers)
+    print("broken host:", [(r.status, r.reason_code) for r in map(result_of, answers)])
+    assert CONSOLE_TEXT in json.dumps([raw.structured_content for raw in answers]), (
+        "the broken host's client read nothing"
+    )
 
 
 # -- "Open a URL" with the console's own URL -------------------------------------------------------------------------
