@@ -470,5 +470,5 @@ async def test_the_access_request_shows_the_real_pid_and_executable_beside_the_c
             f"Process: pid {pid}, {os.readlink(f'/proc/{pid}/exe')}, "
             f"started by pid {os.getpid()}, {os.readlink('/proc/self/exe')}"
         )
+        assert await console.text(f'#grants li[data-client="{who}"] .ask') == "Cursor asks for browser access"
     assert shown == expected
-    assert await console.text(f'#grants li[data-client="{who}"] .ask') == "Cursor asks for browser access"
