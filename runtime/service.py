@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 JOURNAL = 1000
 """Calls the journal keeps (the newest)."""
 RESERVED = "this Page is showing the host app's own console, which no agent may read or use; nothing was done"
+RESERVED_AFTER = (
+    "this Page went to the host app's own console during the command, which no agent may read or use: its answer "
+    "is withheld (an act may have taken effect before it got there)"
+)
 RESERVED_NAVIGATION = "that URL is the host app's own console, which no agent may open; nothing was done"
 RESERVED_HINT = (
     "Call list_pages for the Pages you may use. If you need this Page, ask the user to open its site in it again."
@@ -140,7 +144,7 @@ class ComputerUseService(Acting, Verifying):
                 outcome = await self._act(session, args, context)
             else:
                 outcome = await self._verify(session, args.assertion)  # type: ignore[arg-type]
-            await self.refuse_reserved(session.page)  # it may have navigated there during the command
+            await self.refuse_reserved(session.page, RESERVED_AFTER)  # it may have navigated there meanwhile
             if outcome.result.computer_session_id == session.id:
                 outcome.result.backend = session.backend_name
                 outcome.result.screenshots = session.screenshots
@@ -163,11 +167,11 @@ class ComputerUseService(Acting, Verifying):
         except UnknownPage:
             return False
 
-    async def refuse_reserved(self, page: Page) -> None:
+    async def refuse_reserved(self, page: Page, message: str = RESERVED) -> None:
         """Refuse the call while the Page shows a reserved origin (`PageRegistry.reserved_origins`: the host app's
         own console), read fresh: Pages navigate, so a Page authorized on a site may be on the console by now."""
         if await self.registry.reserved_now(page):
-            raise Refusal(ReasonCode.page_access_disabled, RESERVED, RESERVED_HINT)
+            raise Refusal(ReasonCode.page_access_disabled, message, RESERVED_HINT)
 
     def refuse_reserved_url(self, url: str) -> None:
         """Refuse a navigation to a reserved origin before it happens (the check after the command would only
