@@ -31,6 +31,7 @@
     page: "until one of its Pages changes",
   };
   let currentPages = []; // the Pages as last announced: what a grant may name
+  let currentClients = []; // the MCP clients as last announced
 
   const messages = new Map(); // message id -> {article, body, cards, draft, raw, committed}
   const cards = new Map(); // call id -> {article, fields, buttons}
@@ -364,6 +365,7 @@
     $("pages-empty").hidden = pages.length > 0;
     currentPages = pages;
     for (const item of grantsList.children) grantPages(item);
+    setGrants(currentClients); // granted Pages are named from this list, which a replay may bring after the clients
   }
 
   function pageItem(page) {
@@ -424,6 +426,7 @@
   // -- MCP clients: a paired `computer-use connect` asks, the user grants named Pages with a bound, or revokes ----
 
   function setGrants(clients) {
+    currentClients = clients;
     const seen = new Set();
     for (const client of clients) {
       seen.add(client.id);
@@ -443,7 +446,8 @@
   function clientItem(client) {
     let item = [...grantsList.children].find((node) => node.dataset.client === client.id);
     const key = JSON.stringify([
-      client.client, client.process, client.state, client.pages, client.bound, client.until, client.ended,
+      client.client, client.process, client.state, client.pages.map(pageName), client.bound, client.until,
+      client.ended,
     ]);
     if (item && item.dataset.key === key) return;
     if (!item) {
