@@ -26,7 +26,16 @@ from runtime.capability.token import CapabilityError
 from runtime.capability.verifier import CapabilityVerifier, StaleContext
 from runtime.cdp import CDPConnection
 from runtime.commands.act import Acting
-from runtime.commands.base import Outcome, call_approval, call_marks, durations, mark
+from runtime.commands.base import (
+    RESERVED_AFTER,
+    RESERVED_HINT,
+    RESERVED_NAVIGATION,
+    Outcome,
+    call_approval,
+    call_marks,
+    durations,
+    mark,
+)
 from runtime.commands.verify import Verifying
 from runtime.failures import GONE
 from runtime.gateway import ScopedGateway
@@ -42,15 +51,6 @@ log = logging.getLogger(__name__)
 
 JOURNAL = 1000
 """Calls the journal keeps (the newest)."""
-RESERVED = "this Page is showing the host app's own console, which no agent may read or use; nothing was done"
-RESERVED_AFTER = (
-    "this Page went to the host app's own console during the command, which no agent may read or use: its answer "
-    "is withheld (an act may have taken effect before it got there)"
-)
-RESERVED_NAVIGATION = "that URL is the host app's own console, which no agent may open; nothing was done"
-RESERVED_HINT = (
-    "Call list_pages for the Pages you may use. If you need this Page, ask the user to open its site in it again."
-)
 
 
 @dataclass(frozen=True)
@@ -166,12 +166,6 @@ class ComputerUseService(Acting, Verifying):
             return await self.registry.reserved_now(self.registry.get(handle))
         except UnknownPage:
             return False
-
-    async def refuse_reserved(self, page: Page, message: str = RESERVED) -> None:
-        """Refuse the call while the Page shows a reserved origin (`PageRegistry.reserved_origins`: the host app's
-        own console), read fresh: Pages navigate, so a Page authorized on a site may be on the console by now."""
-        if await self.registry.reserved_now(page):
-            raise Refusal(ReasonCode.page_access_disabled, message, RESERVED_HINT)
 
     def refuse_reserved_url(self, url: str) -> None:
         """Refuse a navigation to a reserved origin before it happens (the check after the command would only

@@ -24,8 +24,8 @@ from host.app import CONSOLE_NOT_A_PAGE, HostApp
 from host.server import COOKIE, ConsoleServer, EventLog
 from lab.cdp import CDPClient
 from lab.tap import CDPTap
+from runtime.commands.base import RESERVED_AFTER, RESERVED_HINT
 from runtime.gateway.allowlist import static_verdict
-from runtime.service import RESERVED_HINT
 from suites.host.conftest import Console, StartApp, until_event
 from suites.host.test_connect import asking, connected, grant, open_fixture, result_of
 
@@ -104,6 +104,22 @@ async def navigate_to_the_console(
                 "action": {"type": "navigate", "url": app.console_url},
             },
         )
+
+        # Then it navigates to an address on its Page's own site that redirects to the console: the Page gets there
+        # during the act, and the check after the command withholds the answer.
+        async def to_the_console(request: web.Request) -> web.StreamResponse:
+            raise web.HTTPFound(app.console_url)
+
+        fixture_server.set_route("/next/", to_the_console, method="GET")
+        redirected = await client.call_tool(
+            "computer_use",
+            {
+                "command": "act",
+                "computer_session_id": seen.computer_session_id,
+                "frame_id": seen.frame_id,
+                "action": {"type": "navigate", "url": fixture_server.url("/next/")},
+            },
+        )
         # Then the person types the console's URL into the Page (a browser-initiated load: the console answers).
         await browser_navigates(lab_cdp, target, app.console_url)
         await until_event(app, mark, lambda e: e["type"] == "pages" and on_the_console(app, form, e["pages"]))
@@ -124,7 +140,9 @@ async def navigate_to_the_console(
                 "assertion": {"type": "text_present", "text": "MCP clients"},
             },
         ]
-        answers = [navigated] + [await client.call_tool("computer_use", arguments) for arguments in calls]
+        answers = [navigated, redirected]
+        for arguments in calls:
+            answers.append(await client.call_tool("computer_use", arguments))
     return form, answers, granted
 
 
@@ -137,19 +155,20 @@ def on_the_console(app: HostApp, form: str, pages: list[dict[str, Any]]) -> bool
 def check_console_unreachable(app: HostApp, tap: CDPTap, form: str, answers: list[Any]) -> None:
     """The navigation is refused, list_pages does not list the Page, every other command is page_access_disabled
     with a hint that works, and neither the client nor any CDP frame of the runtime's got anything of the console."""
-    listed = result_of(answers[1])
+    listed = result_of(answers[2])
     assert listed.status == "ok", listed
     assert form not in [page.handle for page in listed.pages or []], "list_pages lists a Page showing the console"
     for number, raw in enumerate(answers):
         result = result_of(raw)
-        if number == 1:
+        if number == 2:
             continue
         assert result.status == "failed", f"a call on the console was served: {result}"
-        if number == 3:  # "left": the Page Context has no Page left of the chat while it shows the console
+        if number == 4:  # "left": the Page Context has no Page left of the chat while it shows the console
             assert result.reason_code == "ambiguous_page", result
             continue
         assert result.reason_code == "page_access_disabled", result
         assert result.hint == RESERVED_HINT
+    assert RESERVED_AFTER in result_of(answers[1]).message, "the redirect was not caught after the act"
     text = json.dumps([raw.structured_content for raw in answers])
     assert app.console.secret not in text, "the client read the console's secret URL"
     assert CONSOLE_TEXT not in text, "the client read the console"
