@@ -39,6 +39,7 @@ from runtime.listeners import BACKLOG, BoundedH11Protocol, ensure_descriptors
 from runtime.mcp.http import ASGIApp, bounded_config, http_app
 from runtime.models import Page
 from runtime.observation import OBSERVATION_TOKENS
+from runtime.registry.registry import origin
 from runtime.service import Settings
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,10 @@ READY_TIMEOUT = 30.0
 """Seconds the app waits for each part to come up (MCP connection, the console's first subscription)."""
 
 MAX_URL = 2000
+CONSOLE_NOT_A_PAGE = (
+    "That is this console's own address: the console is the chat, never a Page. Open the web site you want the "
+    "agent to use instead."
+)
 TITLE_READS = 100
 TITLE_INTERVAL = 0.1
 """How often, and how many times, a new Page's title is read while it loads (10 s at most)."""
@@ -133,10 +138,11 @@ class HostApp:
     grants_class: type[GrantStore] = GrantStore
     pairing_class: type[PairingServer] = PairingServer
     mcp_socket_protocol: type[asyncio.Protocol] = OwnerOnlyHTTP
+    event_log_class: type[EventLog] = EventLog
 
     def __init__(self, config: AppConfig) -> None:
         self.config = config
-        self.events = EventLog()
+        self.events = self.event_log_class()
         self.config_dir = config.config_dir or default_config_dir()
         self.settings_store = SettingsStore(self.config_dir, BACKENDS)
         self.console = self.console_class(self, self.events, config.console_dir)
@@ -218,6 +224,8 @@ class HostApp:
         self.runtime.registry.listen(self._on_page_event)
         self.runtime.cdp.listen(self._on_cdp_event)
         await self.console.start(config.console_port)
+        for url in self.reserved_origins():
+            self.runtime.registry.reserve(url)
         self._publish_settings()
         self._publish_pages()
         await self._serve_pairing()
@@ -316,7 +324,15 @@ class HostApp:
 
     # -- windows and Pages ----------------------------------------------------------------------------------
 
+    def reserved_origins(self) -> list[str]:
+        """The origins that are the chat, never a Page: the console's, by both names its port answers to. No Page
+        opens on them, and a Page that navigates there is out of every agent's reach (`PageRegistry.reserve`)."""
+        return [self.console.origin, f"http://localhost:{self.console.port}"]
+
     async def _open_console(self) -> None:
+        # The console's proof of being the console (`host.server`, check 4): in the browser's cookie jar through
+        # the app's own browser connection, before the window loads, so even its first request carries it.
+        await self.runtime.cdp.send("Storage.setCookies", {"cookies": [self.console.cookie_param()]})
         target, window = await self._window(self.console.url, CHAT_BOUNDS, background=False)
         self.chat_page = await self.runtime.registry.register(target, window, workspace="main", is_chat=True)
         try:
@@ -330,6 +346,8 @@ class HostApp:
             raise Refused(f"placement is one of {', '.join(PLACEMENTS)}", 400)
         if len(url) > MAX_URL or not url.startswith(("http://", "https://")):
             raise Refused(f"open an http:// or https:// URL (at most {MAX_URL} characters)", 400)
+        if origin(url) in {origin(reserved) for reserved in self.reserved_origins()}:
+            raise Refused(CONSOLE_NOT_A_PAGE, 400)
         bounds = await self._slot(placement)
         target, window = await self._window(url, bounds, background=True)
         page = await self.runtime.registry.register(target, window, workspace="main")
@@ -439,8 +457,8 @@ class HostApp:
         registry = self.runtime.registry
         pages = []
         for page in registry.pages():
-            if page.is_chat or registry.is_lost(page):
-                continue
+            if page.is_chat or registry.is_lost(page) or registry.is_reserved(page):
+                continue  # a Page that navigated to the console is nothing the user may tick or grant
             info = registry.info(page)
             pages.append(
                 {

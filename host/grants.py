@@ -43,13 +43,16 @@ GRANT_HINT = (
 )
 
 
+def clean_text(raw: str, limit: int) -> str:
+    """Text from outside as the console may show it: printable, one line, at most `limit` characters."""
+    text = "".join(" " if unicodedata.category(ch)[0] in "CZ" else ch for ch in raw[: limit * 4])
+    return clip(" ".join(text.split()), limit)
+
+
 def clean_name(raw: object) -> str:
     """A client-supplied name as the console may show it: printable, one line, at most MAX_CLIENT_NAME characters."""
-    if not isinstance(raw, str):
-        return UNNAMED
-    text = "".join(" " if unicodedata.category(ch)[0] in "CZ" else ch for ch in raw[: MAX_CLIENT_NAME * 4])
-    text = " ".join(text.split())
-    return clip(text, MAX_CLIENT_NAME) if text else UNNAMED
+    text = clean_text(raw, MAX_CLIENT_NAME) if isinstance(raw, str) else ""
+    return text or UNNAMED
 
 
 class NoGrant(Exception):
@@ -73,6 +76,8 @@ class Pairing:
     nonce: str
     """The MCP connection nonce this pairing's tokens are minted for (the runtime binds it to the bridge's
     connection on first use)."""
+    process: str = ""
+    """What the kernel says of the paired process (`host.pairing.process_of`), shown beside its self-declared name."""
     client: str = ""
     grant: Grant | None = None
     ended: str = ""
@@ -95,8 +100,8 @@ class GrantStore:
 
     # -- pairing ------------------------------------------------------------------------------------------------
 
-    def pair(self) -> Pairing:
-        pairing = Pairing(id=f"client-{next(self._numbers)}", nonce="conn-" + secrets.token_hex(8))
+    def pair(self, process: str = "") -> Pairing:
+        pairing = Pairing(id=f"client-{next(self._numbers)}", nonce="conn-" + secrets.token_hex(8), process=process)
         self.pairings[pairing.id] = pairing
         return pairing
 
@@ -234,7 +239,7 @@ class GrantStore:
             page = self.registry.get(handle)
         except UnknownPage:
             return False
-        return not page.is_chat and not self.registry.is_lost(page)
+        return not page.is_chat and not self.registry.is_lost(page) and not self.registry.is_reserved(page)
 
     def show(self) -> None:
         clients = []
@@ -246,6 +251,7 @@ class GrantStore:
                 {
                     "id": pairing.id,
                     "client": pairing.client,
+                    "process": pairing.process,
                     "state": "granted" if grant is not None else "asking",
                     "pages": list(grant.pages) if grant is not None else [],
                     "bound": grant.bound if grant is not None else "",

@@ -14,7 +14,9 @@ The protocol is one JSON object per line, at most `MAX_LINE` bytes, each request
 
 - on accept the app sends `{"type": "paired", "mcp_url": ..., "pairing": id}`;
 - `{"op": "client", "name": ..., "version": ...}`: who the third-party client says it is (from its MCP
-  `initialize`); from then on the console shows its request for access. Answer `{"ok": true}`;
+  `initialize`); from then on the console shows its request for access, beside what the kernel says of the peer:
+  its pid and executable and its parent's (`process_of`: a name is self-declared, these are not). Answer
+  `{"ok": true}`;
 - `{"op": "token"}`: a token for one forwarded tool call. Answer `{"ok": true, "token": ..., "tool_call": ...}`
   while a grant holds, else `{"ok": false, "message": ..., "hint": ...}` (with `"code": "target_lost"` when the
   grant holds but its Pages could not be read).
@@ -37,12 +39,14 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from host.grants import GRANT_HINT, GrantStore, NoGrant
+from host.grants import GRANT_HINT, GrantStore, NoGrant, clean_text
 
 log = logging.getLogger(__name__)
 
 MAX_LINE = 64 * 1024
 MAX_PAIRINGS = 64
+MAX_EXE = 160
+"""Characters of an executable's path the console shows at most (the path is the file system's, any bytes)."""
 SOCKET_DIR = "connect"
 SOCKET_NAME = "app.sock"
 MCP_SOCKET_NAME = "mcp.sock"
@@ -72,14 +76,49 @@ def private_dir(path: Path) -> None:
         os.chmod(path, 0o700)
 
 
-def peer_uid(sock: socket.socket) -> int | None:
-    """The uid of the process on the other end of a Unix socket (Linux `SO_PEERCRED`), None if unknown."""
+def peer_credentials(sock: socket.socket) -> tuple[int, int] | None:
+    """(pid, uid) of the process on the other end of a Unix socket, as the kernel recorded them when it connected
+    (Linux `SO_PEERCRED`); None if unknown."""
     option = getattr(socket, "SO_PEERCRED", None)
     if option is None:
         return None
     raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", raw)
-    return uid
+    pid, uid, _gid = struct.unpack("3i", raw)
+    return pid, uid
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process on the other end of a Unix socket (Linux `SO_PEERCRED`), None if unknown."""
+    credentials = peer_credentials(sock)
+    return credentials[1] if credentials is not None else None
+
+
+def process_of(pid: int) -> str:
+    """What the console shows of a local process, from the kernel and never from the process's own words: `pid N,
+    <executable>` (`/proc/<pid>/exe`, clipped and stripped of control characters), and the same of the process that
+    started it. A third-party client starts `computer-use connect`, so its parent is the client itself."""
+    words = f"pid {pid}, {executable(pid)}"
+    parent = parent_pid(pid)
+    if parent > 1:
+        words += f", started by pid {parent}, {executable(parent)}"
+    return words
+
+
+def executable(pid: int) -> str:
+    try:
+        path = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return "executable unknown"
+    return clean_text(path, MAX_EXE)
+
+
+def parent_pid(pid: int) -> int:
+    """The parent's pid from `/proc/<pid>/stat` (after the command name's last `)`: the name may hold anything)."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_bytes()[:4096]
+        return int(stat_line.rpartition(b")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 class PairingServer:
@@ -131,7 +170,8 @@ class PairingServer:
         self._connections.add(task)
         sock = writer.get_extra_info("socket")
         try:
-            uid = peer_uid(sock) if sock is not None else None
+            credentials = peer_credentials(sock) if sock is not None else None
+            pid, uid = credentials if credentials is not None else (0, None)
             if uid is None or uid != self.owner_uid:
                 log.warning("pairing refused: peer uid %s is not the app's user", uid)
                 return
@@ -139,7 +179,7 @@ class PairingServer:
                 message = f"{MAX_PAIRINGS} clients are paired already: close one (end its MCP client) and retry"
                 await self._send(writer, {"type": "refused", "message": message})
                 return
-            pairing = self.grants.pair()
+            pairing = self.grants.pair(process_of(pid) if pid > 0 else "")
             try:
                 await self._send(writer, {"type": "paired", "mcp_url": self.mcp_url, "pairing": pairing.id})
                 while True:

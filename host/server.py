@@ -2,7 +2,7 @@
 nobody but the console.
 
 Every web page in the browser can make requests to any loopback port, and the console's API starts turns and
-changes settings. So each request passes three checks, in this order, before anything else:
+changes settings. So each request passes these checks, in this order, before anything else:
 
 1. `Host` must be `127.0.0.1:<port>` or `localhost:<port>` (421 otherwise): a DNS-rebinding page, whose requests
    carry its own host name, gets nothing.
@@ -11,17 +11,28 @@ changes settings. So each request passes three checks, in this order, before any
 3. `Origin`, when present, must be the console's own origin, and `Sec-Fetch-Site`, when present, must say
    `same-origin` or `none` (403 otherwise): another Page's script — even one that learned the secret — can neither
    read an answer nor have a request acted on, including the "simple" no-CORS POSTs a browser sends without asking.
+4. An API request (`api/...`, the event stream included) must carry the console's cookie (403 otherwise). The URL's
+   secret alone is no proof once it can leak (a process list, a debugging port's target list, a Page that showed
+   the console), and a process that is not a browser sends whatever `Origin` and `Sec-Fetch-Site` it likes. So when
+   the app opens the console window it puts a second per-run secret in the browser's cookie jar through its own
+   CDP connection (`cookie_param`): HttpOnly (no page script reads it), SameSite=Strict (no other site's request
+   carries it) and scoped to the path `/<secret>/` (cookies ignore ports: the path keeps it from any other server
+   on 127.0.0.1 that does not already know the secret). No other process is given it; the scoped gateways refuse
+   every cookie read (`runtime/gateway/allowlist.py`).
 
-Bodies are size-limited and every answer says `no-store`, `nosniff`, `no-referrer` (the secret never leaves in a
-`Referer`) and a strict content security policy: the console loads only its own files.
+Static files (the console's own HTML, script and style, as published in this repository) need no cookie: they hold
+nothing of the run. Bodies are size-limited and every answer says `no-store`, `nosniff`, `no-referrer` (the secret
+never leaves in a `Referer`) and a strict content security policy: the console loads only its own files.
 
-The event stream (`GET /<secret>/api/events`, Server-Sent Events) replays the whole history from the start to each
-new subscriber, then streams updates; a reconnecting `EventSource` resumes after its `Last-Event-ID`.
+The event stream (`GET /<secret>/api/events`, Server-Sent Events) replays the event log (`EventLog`: a ring buffer
+whose snapshot events replace their predecessors) to each new subscriber, then streams updates; a reconnecting
+`EventSource` resumes after its `Last-Event-ID`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import hmac
 import json
@@ -67,6 +78,8 @@ HEADERS = {
     ),
 }
 SAME_ORIGIN_FETCH = ("same-origin", "none")
+COOKIE = "computer_use_console"
+"""The console's cookie (see the module docstring, check 4)."""
 TAIL = web.RequestKey("tail", str)
 """The path after `/<secret>/`, set by the guard for the route."""
 
@@ -93,31 +106,106 @@ class ConsoleActions(Protocol):
     async def deny_access(self, client: str) -> None: ...
 
 
+COALESCED = ("pages", "grants", "settings")
+"""Event types that each carry the whole current state of one list: a newer one replaces the older in the log."""
+LATEST_KEPT = ("turn", "notice")
+"""Event types whose newest one is never evicted (the turn's state, the notice shown): the console's current state."""
+MAX_EVENTS = 5000
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+"""The event log's bound: at most this many events and this many bytes of event JSON (the oldest go first)."""
+
+
+def _size(raw: str) -> int:
+    return len(raw.encode())
+
+
 class EventLog:
-    """Everything the console was told, in order: replayed to each new subscriber, then streamed."""
+    """What the console was told, in order: replayed to each new subscriber, then streamed.
+
+    A ring buffer with coalesced snapshots, so it stays bounded however long the app runs and whatever a Page does:
+
+    - an event whose type is in `COALESCED` (the Pages list, the MCP clients, the settings) replaces the log's
+      previous one of its type, wherever it is: a Page that rewrites its URL every few milliseconds leaves one
+      `pages` event, the current one, not its history;
+    - past `max_events` events or `max_bytes` bytes of JSON the oldest events go first (messages, text, cards, old
+      turn states), but never a coalesced one nor the newest of a `LATEST_KEPT` type: a console load always gets
+      the current state, and the turns' cards are what fills the bound.
+
+    Ids are absolute (the SSE `id:`), so a coalesced or evicted event leaves a gap and `Last-Event-ID` still resumes
+    where the subscriber was. `max_events` and `max_bytes` are class attributes (a test variant may change them)."""
+
+    max_events: int = MAX_EVENTS
+    max_bytes: int = MAX_EVENT_BYTES
 
     def __init__(self) -> None:
-        self.events: list[str] = []
+        self._entries: list[tuple[int, str, str]] = []  # (id, type if kept specially else "", JSON), ids ascending
+        self._latest: dict[str, int] = {}  # LATEST_KEPT type -> the id of its newest event
+        self.next_id = 0
+        """The id the next event gets: take it before an action to follow what the action causes."""
+        self.bytes = 0
         self._changed = asyncio.Event()
         self.closed = False
 
+    @property
+    def events(self) -> list[str]:
+        """The events a subscriber starting now is replayed, oldest first."""
+        return [event for _, _, event in self._entries]
+
+    def since(self, start: int) -> list[str]:
+        """The retained events with id `start` or later."""
+        return [event for _, _, event in self._entries[self._position(start) :]]
+
     def publish(self, event: dict[str, Any]) -> None:
-        self.events.append(json.dumps(event, ensure_ascii=False))
+        raw = json.dumps(event, ensure_ascii=False)
+        kind = event.get("type", "")
+        kind = kind if kind in COALESCED or kind in LATEST_KEPT else ""
+        if kind in COALESCED:
+            for position in range(len(self._entries) - 1, -1, -1):  # the one to replace is usually recent
+                if self._entries[position][1] == kind:
+                    self.bytes -= _size(self._entries.pop(position)[2])
+                    break
+        elif kind:
+            self._latest[kind] = self.next_id
+        self._entries.append((self.next_id, kind, raw))
+        self.next_id += 1
+        self.bytes += _size(raw)
+        self.trim()
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+
+    def trim(self) -> None:
+        """Evict the oldest evictable events until the log is within its bound (the newest event always stays)."""
+        excess = len(self._entries) - self.max_events
+        if excess <= 0 and self.bytes <= self.max_bytes:
+            return
+        kept: list[tuple[int, str, str]] = []
+        last = len(self._entries) - 1
+        for position, entry in enumerate(self._entries):
+            index, kind, raw = entry
+            pinned = kind in COALESCED or self._latest.get(kind) == index or position == last
+            if pinned or (excess <= 0 and self.bytes <= self.max_bytes):
+                kept.append(entry)
+            else:
+                excess -= 1
+                self.bytes -= _size(raw)
+        self._entries = kept
+
+    def _position(self, start: int) -> int:
+        return bisect.bisect_left(self._entries, start, key=lambda entry: entry[0])
 
     def close(self) -> None:
         self.closed = True
         self._changed.set()
 
     async def follow(self, start: int) -> AsyncIterator[tuple[int, str]]:
-        """Yield (id, event JSON) from `start` on, waiting for more, until the log is closed."""
-        index = max(start, 0)
+        """Yield (id, event JSON) from id `start` on, waiting for more, until the log is closed."""
+        cursor = max(start, 0)
         while not self.closed:
             changed = self._changed
-            while index < len(self.events):
-                yield index, self.events[index]
-                index += 1
+            while (position := self._position(cursor)) < len(self._entries):
+                index, _, event = self._entries[position]
+                yield index, event
+                cursor = index + 1
             if self.closed:
                 return
             await changed.wait()
@@ -128,14 +216,16 @@ def _json(data: dict[str, Any], status: int = 200) -> web.Response:
 
 
 class ConsoleServer:
-    """The console's port. `host_allowed` and `origin_allowed` are the checks a negative control can take away
-    (a subclass overriding one), never a setting."""
+    """The console's port. `host_allowed`, `origin_allowed` and `proven` are the checks a negative control can take
+    away (a subclass overriding one), never a setting."""
 
     def __init__(self, actions: ConsoleActions, events: EventLog, console_dir: Path | None = None) -> None:
         self.actions = actions
         self.events = events
         self.console_dir = console_dir or CONSOLE_DIR
         self.secret = secrets.token_urlsafe(32)
+        self.proof = secrets.token_urlsafe(32)
+        """The console cookie's value: only ever handed to the browser, through the app's own CDP connection."""
         self.port = 0
         self.subscribed = asyncio.Event()
         """Set once a console has opened the event stream (its script runs, its page is built)."""
@@ -159,6 +249,18 @@ class ConsoleServer:
     @property
     def url(self) -> str:
         return f"{self.origin}/{self.secret}/"
+
+    def cookie_param(self) -> dict[str, Any]:
+        """The console's cookie as CDP's `Storage.setCookies` takes it: host-only on the console's origin, path
+        `/<secret>/`, HttpOnly, SameSite=Strict, for this run only (a session cookie)."""
+        return {
+            "name": COOKIE,
+            "value": self.proof,
+            "url": self.url,
+            "path": f"/{self.secret}/",
+            "httpOnly": True,
+            "sameSite": "Strict",
+        }
 
     async def start(self, port: int = 0) -> ConsoleServer:
         app = web.Application(middlewares=[self._guard], client_max_size=MAX_BODY)
@@ -193,6 +295,12 @@ class ConsoleServer:
             return False
         return request.headers.get("Sec-Fetch-Site", "none") in SAME_ORIGIN_FETCH
 
+    def proven(self, request: web.Request) -> bool:
+        """The request carries the console's cookie (compared in constant time): it comes from the console window
+        the app opened, whatever its headers say."""
+        cookie = request.cookies.get(COOKIE, "")
+        return hmac.compare_digest(cookie.encode(), self.proof.encode())
+
     def _tail(self, request: web.Request) -> str | None:
         """The path after `/<secret>/`, or None when the path does not start with it (compared in constant time)."""
         first, slash, tail = request.path[1:].partition("/")
@@ -209,6 +317,8 @@ class ConsoleServer:
             return self._refuse(request, 404, "no secret")
         if not self.origin_allowed(request):
             return self._refuse(request, 403, "foreign Origin")
+        if tail.startswith("api/") and not self.proven(request):
+            return self._refuse(request, 403, "no console cookie")
         request[TAIL] = tail
         return await handler(request)
 

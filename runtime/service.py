@@ -26,14 +26,23 @@ from runtime.capability.token import CapabilityError
 from runtime.capability.verifier import CapabilityVerifier, StaleContext
 from runtime.cdp import CDPConnection
 from runtime.commands.act import Acting
-from runtime.commands.base import Outcome, call_approval, call_marks, durations, mark
+from runtime.commands.base import (
+    RESERVED_AFTER,
+    RESERVED_HINT,
+    RESERVED_NAVIGATION,
+    Outcome,
+    call_approval,
+    call_marks,
+    durations,
+    mark,
+)
 from runtime.commands.verify import Verifying
 from runtime.failures import GONE
 from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult, Page
 from runtime.models.page import RELATIONS
 from runtime.reasons import ReasonCode
-from runtime.registry.registry import PageRegistry, UnknownPage
+from runtime.registry.registry import PageRegistry, UnknownPage, origin
 from runtime.session import ComputerSession
 from runtime.sessions import BackendFactory, GatewayFactory, Refusal, SessionManager
 from runtime.settings import Settings
@@ -120,15 +129,20 @@ class ComputerUseService(Acting, Verifying):
         session: ComputerSession | None = None
         try:
             if args.command == "list_pages":
-                pages = list(context.pages.values())
+                pages = [info for info in context.pages.values() if not await self._reserved(info.handle)]
                 return Outcome(ComputerUseResult(status="ok", message=f"{len(pages)} authorized Page(s).", pages=pages))
             if args.command == "observe" and args.computer_session_id is None:
-                session = await self.sessions.open(self._resolve(args.page or "", context), context.turn, context.host)
+                page = self._resolve(args.page or "", context)
+                await self.refuse_reserved(page)
+                session = await self.sessions.open(page, context.turn, context.host)
                 self.sessions.enter(session)
                 if self.store.turns.get(context.host) != context.turn:  # the turn ended while the session started
                     self.sessions.owner_ended(context.host, context.turn)
             else:
                 session = self.sessions.acquire(args.computer_session_id or "", context)
+                await self.refuse_reserved(session.page)
+                if args.action is not None and args.action.type == "navigate":
+                    self.refuse_reserved_url(args.action.url or "")
             mark("session")
             if args.command == "observe":
                 outcome = await self._observe(session, args, context)
@@ -136,6 +150,7 @@ class ComputerUseService(Acting, Verifying):
                 outcome = await self._act(session, args, context)
             else:
                 outcome = await self._verify(session, args.assertion)  # type: ignore[arg-type]
+            await self.refuse_reserved(session.page, RESERVED_AFTER)  # it may have navigated there meanwhile
             if outcome.result.computer_session_id == session.id:
                 outcome.result.backend = session.backend_name
                 outcome.result.screenshots = session.screenshots
@@ -151,6 +166,18 @@ class ComputerUseService(Acting, Verifying):
         finally:
             if session is not None:
                 self.sessions.release(session)
+
+    async def _reserved(self, handle: str) -> bool:
+        try:
+            return await self.registry.reserved_now(self.registry.get(handle))
+        except UnknownPage:
+            return False
+
+    def refuse_reserved_url(self, url: str) -> None:
+        """Refuse a navigation to a reserved origin before it happens (the check after the command would only
+        catch it once the Page shows it)."""
+        if origin(url) in self.registry.reserved_origins:
+            raise Refusal(ReasonCode.page_access_disabled, RESERVED_NAVIGATION, RESERVED_HINT)
 
     def _resolve(self, word: str, context: PageContext) -> Page:
         page = self._authorized(word, context)

@@ -31,6 +31,7 @@
     page: "until one of its Pages changes",
   };
   let currentPages = []; // the Pages as last announced: what a grant may name
+  let currentClients = []; // the MCP clients as last announced
 
   const messages = new Map(); // message id -> {article, body, cards, draft, raw, committed}
   const cards = new Map(); // call id -> {article, fields, buttons}
@@ -364,6 +365,7 @@
     $("pages-empty").hidden = pages.length > 0;
     currentPages = pages;
     for (const item of grantsList.children) grantPages(item);
+    setGrants(currentClients); // granted Pages are named from this list, which a replay may bring after the clients
   }
 
   function pageItem(page) {
@@ -424,6 +426,7 @@
   // -- MCP clients: a paired `computer-use connect` asks, the user grants named Pages with a bound, or revokes ----
 
   function setGrants(clients) {
+    currentClients = clients;
     const seen = new Set();
     for (const client of clients) {
       seen.add(client.id);
@@ -442,7 +445,10 @@
 
   function clientItem(client) {
     let item = [...grantsList.children].find((node) => node.dataset.client === client.id);
-    const key = JSON.stringify([client.client, client.state, client.pages, client.bound, client.until, client.ended]);
+    const key = JSON.stringify([
+      client.client, client.process, client.state, client.pages.map(pageName), client.bound, client.until,
+      client.ended,
+    ]);
     if (item && item.dataset.key === key) return;
     if (!item) {
       item = el("li", "client");
@@ -454,6 +460,7 @@
     item.replaceChildren();
     if (client.state === "granted") {
       item.append(el("p", "ask", `${client.client} has browser access to: ${client.pages.map(pageName).join(", ")}`));
+      item.append(processLine(client));
       let until = BOUND_WORDS[client.bound] || client.bound;
       if (client.bound === "time" && typeof client.until === "number") {
         until = "until " + new Date(client.until).toLocaleTimeString();
@@ -469,6 +476,7 @@
       return;
     }
     item.append(el("p", "ask", `${client.client} asks for browser access`));
+    item.append(processLine(client));
     if (client.ended) item.append(el("p", "ended", `Its last grant ended: ${client.ended}.`));
     const fieldset = el("fieldset", "grant-pages");
     fieldset.append(el("legend", "", "Pages it may use"));
@@ -506,6 +514,12 @@
     });
     row.append(bound, minutes, grant, deny);
     item.append(row);
+  }
+
+  function processLine(client) {
+    // What the kernel says of the asking process (its name above is its own claim): pid and executable.
+    const known = typeof client.process === "string" && client.process;
+    return el("p", "process", known ? `Process: ${client.process}` : "Process: unknown");
   }
 
   function grantPages(item) {

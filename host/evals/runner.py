@@ -250,7 +250,7 @@ async def ask(
 
 async def _turn(app: HostApp, text: str, pages: list[str], timeout: float) -> str:
     """Send the question and follow the event log until the turn is idle again; what went wrong, or ""."""
-    start = len(app.events.events)
+    start = app.events.next_id
     await app.send_message(text, pages)
     problem = ""
     try:

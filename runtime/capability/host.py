@@ -2,8 +2,9 @@
 
 A turn names the Pages the user authorized. Each provider request (one model call inside the turn) snapshots
 those Pages as the Page Context — handle, relation, title, URL, short preview, revisions — which is exactly
-what `list_pages` returns for tool calls of that request. A new provider request or a new turn makes the
-older ones' tokens stale.
+what `list_pages` returns for tool calls of that request. A Page that shows a reserved origin (the host's console,
+`PageRegistry.reserved_origins`) is left out, its preview never read. A new provider request or a new turn makes
+the older ones' tokens stale.
 
 Several hosts may share one runtime (two chats, two apps on one browser). Each `Host` has its own id and its own
 current turn: a new turn of one host stales that host's older tokens and nobody else's.
@@ -151,7 +152,7 @@ class Turn:
         infos: dict[str, PageInfo] = {}
         for handle in live:
             page = registry.get(handle)
-            if page.access_enabled and not registry.is_lost(page):
+            if page.access_enabled and not registry.is_lost(page) and not registry.is_reserved(page):
                 page.preview = await host.read_preview(page)
                 infos[handle] = registry.info(page)
         sequence = next(self._requests)

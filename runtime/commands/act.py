@@ -97,7 +97,8 @@ class Acting(Observing):
         try:
             outcome = await self._after_act(session, context, frame, blocked)
         except Refusal as refusal:
-            raise Refusal(refusal.code, f"the action was sent, but re-observing failed: {refusal}") from None
+            message = f"the action was sent, but re-observing failed: {refusal}"
+            raise Refusal(refusal.code, message, refusal.hint) from None
         told = "what changed" if outcome.changes_only else "the new frame"
         outcome.result.message = f"{action.type} done; the observation is {told}."
         outcome.result.page = None  # the agent knows the Page; a changed url or title is in the observation

@@ -16,7 +16,7 @@ from runtime.backend import BackendError, Failure
 from runtime.capability.host import ContextStore
 from runtime.cdp import CDPError
 from runtime.failures import DIALOG_OPEN, GONE, reason_for
-from runtime.models import ComputerUseResult
+from runtime.models import ComputerUseResult, Page
 from runtime.probe import DialogOpen, TargetGone
 from runtime.reasons import ReasonCode
 from runtime.registry.registry import PageRegistry
@@ -27,6 +27,16 @@ from runtime.settings import Settings
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+RESERVED = "this Page is showing the host app's own console, which no agent may read or use; nothing was done"
+RESERVED_AFTER = (
+    "this Page went to the host app's own console during the command, which no agent may read or use: its answer "
+    "is withheld (an act may have taken effect before it got there)"
+)
+RESERVED_NAVIGATION = "that URL is the host app's own console, which no agent may open; nothing was done"
+RESERVED_HINT = (
+    "Call list_pages for the Pages you may use. If you need this Page, ask the user to open its site in it again."
+)
 
 
 @dataclass
@@ -64,6 +74,12 @@ class Command:
     settings: Settings
     sessions: SessionManager
     store: ContextStore
+
+    async def refuse_reserved(self, page: Page, message: str = RESERVED) -> None:
+        """Refuse the call while the Page shows a reserved origin (`PageRegistry.reserved_origins`: the host app's
+        own console), read fresh: Pages navigate, so a Page authorized on a site may be on the console by now."""
+        if await self.registry.reserved_now(page):
+            raise Refusal(ReasonCode.page_access_disabled, message, RESERVED_HINT)
 
     async def _until_stopped(self, session: ComputerSession, call: Awaitable[T], timeout: float) -> T:
         """Run one backend call, bounded by `timeout` and by the Page: a Page whose target is gone, or that a dialog

@@ -9,7 +9,7 @@ from runtime.arguments import ComputerUseArgs
 from runtime.backend import BackendError, Failure, Snapshot
 from runtime.capability.host import PageContext
 from runtime.cdp import CDPError
-from runtime.commands.base import Command, Outcome, mark
+from runtime.commands.base import RESERVED, RESERVED_AFTER, Command, Outcome, mark
 from runtime.failures import DIALOG_OPEN
 from runtime.models import ComputerUseResult
 from runtime.observation import render, render_delta
@@ -40,6 +40,8 @@ class Observing(Command):
         """A new frame of the session's Page; after an act (`since`: the frame the act was sent on), the result
         tells what changed since, when that is shorter than the frame."""
         timeout = self.settings.observe_timeout
+        # An act may have taken the Page to a reserved origin: never read it there (the service checks again after).
+        await self.refuse_reserved(session.page, RESERVED_AFTER if since is not None else RESERVED)
         try:
             documents = session.gateway.documents
             snapshot = await self._until_stopped(session, self._snapshot(session), timeout)

@@ -6,6 +6,12 @@ group, its access is toggled. Focus changes and pane moves inside the workspace 
 computed relation). A closed or crashed target is marked lost; sessions bound to it fail with `target_lost`
 before the next side effect.
 
+Reserved origins: the host names origins that are never a Page an agent may use (the app's console is the chat, and
+its URL carries the console's secret). Pages navigate, so this is a property of a Page's *current* URL, not of how
+it was opened: `reserved_now` reads it fresh, and the service checks it before and after every command, a Page on a
+reserved origin is left out of every Page Context, and its preview is never read. The runtime knows nothing about
+the host beyond this set of origins.
+
 The registry reads only browser-level CDP (`Target.getTargets`, `Browser.getWindowBounds` by window id), so
 keeping it current never touches an unauthorized Page.
 """
@@ -13,9 +19,13 @@ keeping it current never touches an unauthorized Page.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import re
+import socket
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from runtime.cdp import CDPConnection, CDPError
 from runtime.models.page import Geometry, Page, PageInfo
@@ -26,6 +36,28 @@ Listener = Callable[[Page, str], None]  # (page, what happened: "registered" | "
 
 class UnknownPage(KeyError):
     pass
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+IPV4_FORMS = re.compile(r"[0-9a-fx.]+")
+
+
+def origin(url: str) -> str:
+    """The URL's http(s) origin as `scheme://host:port`, the way a browser resolves it: lower case, the default port
+    spelled out, an IPv4 address in any form the browser accepts (`127.1`, `0x7f.0.0.1`, `2130706433`) dotted; ""
+    when the URL has no http(s) origin."""
+    try:
+        parts = urlsplit(url.strip())
+        host, port = (parts.hostname or ""), parts.port
+    except ValueError:
+        return ""
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not host:
+        return ""
+    if IPV4_FORMS.fullmatch(host):
+        with contextlib.suppress(OSError):
+            host = socket.inet_ntoa(socket.inet_aton(host))
+    return f"{scheme}://{host}:{port if port is not None else DEFAULT_PORTS[scheme]}"
 
 
 class WriteLease:
@@ -74,6 +106,8 @@ class PageRegistry:
         self._leases: dict[str, WriteLease] = {}
         self._listeners: list[Listener] = []
         self.access_revision = 1
+        self.reserved_origins: set[str] = set()
+        """Origins (as `origin` spells them) that are never a Page an agent may use: the host's to fill."""
         cdp.listen(self._on_event)
 
     async def start(self) -> None:
@@ -137,6 +171,27 @@ class PageRegistry:
 
     def is_lost(self, page: Page) -> bool:
         return page.cdp_target_id in self._lost
+
+    def reserve(self, url: str) -> None:
+        """Never let an agent use a Page while it shows `url`'s origin (the host's own console, say)."""
+        if origin(url):
+            self.reserved_origins.add(origin(url))
+
+    def is_reserved(self, page: Page) -> bool:
+        """The Page's URL as last read is on a reserved origin (see `reserved_now` for its current URL)."""
+        return bool(self.reserved_origins) and origin(page.url) in self.reserved_origins
+
+    async def reserved_now(self, page: Page) -> bool:
+        """Read the Page's current URL (one browser-level `Target.getTargetInfo`, never a call on the Page) and say
+        whether it is on a reserved origin. A target that is gone is not reserved: its caller finds it lost."""
+        if not self.reserved_origins:
+            return False
+        try:
+            info = (await self._cdp.send("Target.getTargetInfo", {"targetId": page.cdp_target_id}))["targetInfo"]
+        except CDPError:
+            return False
+        page.url = info.get("url", page.url)
+        return self.is_reserved(page)
 
     def lease(self, page: Page) -> WriteLease:
         """The Page's write lease: same-Page writes are exclusive across ComputerSessions."""

@@ -45,7 +45,7 @@ def call(**arguments: Any) -> dict[str, Any]:
 async def until_event(app: HostApp, start: int, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     """The first event at or after index `start` of the app's event log that satisfies `predicate` (bounded).
 
-    Take `start = len(app.events.events)` before the action that should cause the event: nothing is missed."""
+    Take `start = app.events.next_id` before the action that should cause the event: nothing is missed."""
     async with asyncio.timeout(EVENT_TIMEOUT):
         async for _, raw in app.events.follow(start):
             event = json.loads(raw)

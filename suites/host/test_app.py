@@ -101,7 +101,7 @@ async def test_a_turn_runs_from_the_console_with_live_cards_and_touches_only_the
     await console.evaluate(WATCH_CARDS)
 
     tap.clear()
-    mark = len(app.events.events)
+    mark = app.events.next_id
     await console.send("Look at the checkout form, please.", [form])
     await until_event(app, mark, turn_ended)
     await console.until("document.querySelectorAll('#history article.card[data-status=ok]').length === 2")
@@ -166,7 +166,7 @@ async def run_stand_in_turn(
         console = await console_of(app)
         handle = await open_fixture(console, fixture_server, "/dom_form/", "left", "Checkout")
         api.answer(*stand_in_turn(handle))
-        mark = len(app.events.events)
+        mark = app.events.next_id
         await console.send("Check the form.", [handle])
         await until_event(app, mark, turn_ended)
         return app, api.requests
@@ -238,7 +238,7 @@ async def run_visual_turn(
         console = await console_of(app)
         handle = await open_fixture(console, fixture_server, "/canvas/", "right", "")
         api.answer(*visual_turn(handle))
-        mark = len(app.events.events)
+        mark = app.events.next_id
         await console.send("Have a look at the picture.", [handle])
         await until_event(app, mark, turn_ended)
         return api.requests
@@ -297,7 +297,7 @@ async def until_needs_user(start_app: StartApp, console_of: Any, server: Fixture
     app = await start_app(script=write_task(tmp_path, SIGN_IN))
     console = await console_of(app)
     handle = await open_fixture(console, server, "/login/", "left", "Sign in")
-    mark = len(app.events.events)
+    mark = app.events.next_id
     await console.send("Sign me in, please.", [handle])
     await until_event(app, mark, lambda e: e == {"type": "turn", "state": "needs_user"})
     await console.until("document.querySelector('#history article.card[data-status=needs_user] button.continue')")
@@ -320,7 +320,7 @@ async def test_done_continue_sends_a_new_provider_request_with_a_fresh_page_cont
     await lab_cdp.send("Runtime.evaluate", {"expression": "document.title = 'Signed in by hand'"}, page["sessionId"])
     await lab_cdp.send("Target.detachFromTarget", {"sessionId": page["sessionId"]})
 
-    mark = len(app.events.events)
+    mark = app.events.next_id
     await console.click(f"{card} button.continue")
     await until_event(app, mark, turn_ended)
     assert app.conversation.model_calls == 5
@@ -337,7 +337,7 @@ async def test_stop_turn_on_a_needs_user_card_ends_the_turn_without_another_mode
     start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tmp_path: Path
 ) -> None:
     app, console, _ = await until_needs_user(start_app, console_of, fixture_server, tmp_path)
-    mark = len(app.events.events)
+    mark = app.events.next_id
     await console.click("#history article.card[data-status=needs_user] button.stop")
     await until_event(app, mark, turn_ended)
     assert app.conversation.model_calls == 3
@@ -371,7 +371,7 @@ async def test_allow_once_on_a_needs_user_card_shows_what_would_be_committed_and
     app = await start_app(script=write_task(tmp_path, DELETE_ALL))
     console = await console_of(app)
     handle = await open_fixture(console, fixture_server, "/shadow/light", "left", "Tasks")
-    mark = len(app.events.events)
+    mark = app.events.next_id
     await console.send("Clear my task list.", [handle])
     await until_event(app, mark, lambda e: e == {"type": "turn", "state": "needs_user"})
     card = "#history article.card[data-status=needs_user]"
@@ -381,12 +381,12 @@ async def test_allow_once_on_a_needs_user_card_shows_what_would_be_committed_and
     assert not fixture_server.ledger.snapshot()["writes"], "a write before the user allowed it"
 
     sent = fixture_server.wait_for_request("/shadow/delete-all")  # registered before the click
-    mark = len(app.events.events)
+    mark = app.events.next_id
     await console.click(f"{card} button.allow")
     await sent
     await until_event(app, mark, turn_ended)
     assert [row["path"] for row in fixture_server.ledger.snapshot()["writes"]] == ["/shadow/delete-all"]
-    events = [json.loads(raw) for raw in app.events.events[mark:]]
+    events = [json.loads(raw) for raw in app.events.since(mark)]
     allowed = [e for e in events if str(e.get("call_id", "")).startswith("allowed-")]
     assert allowed[-1]["status"] == "ok", allowed
     told = [e for e in app.conversation.transcript if isinstance(e, UserText)][-1]
@@ -427,7 +427,7 @@ async def test_a_message_sent_during_a_turn_is_refused_with_a_visible_reason_and
         assert [e for e in app.conversation.transcript if isinstance(e, UserText)] == [UserText("First question.")]
         api.release()  # the hung request ends with a 500: the turn waits on its provider-error card
         await console.until("document.querySelector('#history article.card.provider-error button.stop')")
-        mark = len(app.events.events)
+        mark = app.events.next_id
         await console.click("#history article.card.provider-error button.stop")
         await until_event(app, mark, turn_ended)
 
@@ -445,11 +445,11 @@ async def test_closing_the_chat_page_ends_the_running_turn(
         await asyncio.wait_for(api.hanging.wait(), 30)
         assert app.conversation.busy
 
-        mark = len(app.events.events)
+        mark = app.events.next_id
         await lab_cdp.send("Target.closeTarget", {"targetId": console.target})
         await until_event(app, mark, turn_ended)
         assert not app.conversation.busy
-        notices = [json.loads(e) for e in app.events.events[mark:]]
+        notices = [json.loads(e) for e in app.events.since(mark)]
         assert {"type": "notice", "text": "The chat Page was closed: the turn ended."} in notices
 
 
@@ -468,7 +468,7 @@ async def test_a_provider_error_becomes_a_card_and_retry_continues_with_nothing_
         assert "server" in await console.text(f"{card} .reason")
         assert await console.evaluate("document.getElementById('turn').dataset.state") == "error"
 
-        mark = len(app.events.events)
+        mark = app.events.next_id
         await console.click(f"{card} button.retry")
         await until_event(app, mark, turn_ended)
         first, retried = api.requests
@@ -526,7 +526,7 @@ async def test_the_backend_setting_is_saved_and_moves_only_new_sessions(
     options = await console.evaluate("Array.from(document.getElementById('backend').options, (o) => o.value)")
     assert options == list(installed_backends())
     handle = await open_fixture(console, fixture_server, "/login/", "left", "Sign in")
-    mark = len(app.events.events)
+    mark = app.events.next_id
     await console.send("Sign me in.", [handle])
     await until_event(app, mark, lambda e: e == {"type": "turn", "state": "needs_user"})
 
@@ -538,12 +538,12 @@ async def test_the_backend_setting_is_saved_and_moves_only_new_sessions(
     saved = json.loads((tmp_path / "config" / FILE_NAME).read_text())
     assert saved == {"backend": "open_claude_chrome"}
 
-    mark = len(app.events.events)
+    mark = app.events.next_id
     # The app's log has the needs_user turn before the console has drawn its card: wait for the button it shows.
     await console.until("document.querySelector('#history article.card[data-status=needs_user] button.continue')")
     await console.click("#history article.card[data-status=needs_user] button.continue")
     await until_event(app, mark, turn_ended)
-    mark = len(app.events.events)
+    mark = app.events.next_id
     await console.send("Once more.", [handle])
     await until_event(app, mark, turn_ended)
 
@@ -678,7 +678,7 @@ async def test_a_model_that_never_stops_calling_tools_ends_its_turn_after_40_mod
 ) -> None:
     app = await start_app(script=write_task(tmp_path, [LIST] * 45))
     console = await console_of(app)
-    mark = len(app.events.events)
+    mark = app.events.next_id
     await console.send("Keep going.", [])
     await until_event(app, mark, turn_ended)
     assert app.conversation.model_calls == 40
