@@ -254,3 +254,18 @@ class _NoService:
 def tools_only_server() -> ComputerUseServer:
     """The runtime's MCP server with no service behind it: for what `tools/list` shows, nothing else."""
     return build_server(_NoService())  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def second_agent(desk: Desk) -> AsyncIterator[Agent]:
+    """Another MCP connection to the same server, as a second client would open."""
+    async with client_in_task(desk.runtime.server) as client:
+        yield Agent(HostedClient(client), desk)
+
+
+def other_backend(desk: Desk) -> str:
+    """Switch the runtime's backend setting (as the app's Settings panel does) to another backend than the current
+    one, and name it: the way to a second live session on one Page, since there is one per Page and backend."""
+    settings = desk.runtime.service.settings
+    settings.backend = next(name for name in sorted(desk.runtime.service.sessions.backends) if name != settings.backend)
+    return settings.backend

@@ -17,7 +17,7 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.workspace import Workspace
 from runtime.models import ComputerUseResult
-from suites.harness import Agent, Desk, ref_of
+from suites.harness import Agent, Desk, other_backend, ref_of, second_agent
 from suites.honesty.variants import report_success_for
 
 
@@ -151,15 +151,27 @@ async def test_a_second_session_cannot_write_while_the_first_holds_the_pages_wri
     desk: Desk = await one_page_desk("/stall/")
     desk.runtime.service.settings.lease_timeout = 1.0
     first = await agent.observe(page="left")
-    desk.authorize("A")  # a new turn: its first observe of the Page opens another ComputerSession on it
-    second = await agent.observe(page="left")
-    assert second.computer_session_id != first.computer_session_id
-    held = fixture_server.stall("/stall/write")
-    writing = asyncio.ensure_future(agent.act(first, type="click", ref=ref_of(first, '"Submit expense"')))
-    await held.started()
-    assert_not_success(await agent.act(second, type="click", ref=ref_of(second, "button")), "timeout")
-    held.release()
-    await writing
+    # Another host's turn on the Page after the backend setting changed: a second live session on it (there is one
+    # per Page and backend).
+    other_backend(desk)
+    other = desk.runtime.new_host().start_turn([desk.handle("A")])
+    async with second_agent(desk) as client:
+        second = await client.call(await other.provider_request(), command="observe", page=desk.handle("A"))
+        assert second.computer_session_id != first.computer_session_id
+        held = fixture_server.stall("/stall/write")
+        writing = asyncio.ensure_future(agent.act(first, type="click", ref=ref_of(first, '"Submit expense"')))
+        await held.started()
+        action = {"type": "click", "ref": ref_of(second, "button")}
+        waited = await client.call(
+            await other.provider_request(),
+            command="act",
+            computer_session_id=second.computer_session_id,
+            frame_id=second.frame_id,
+            action=action,
+        )
+        assert_not_success(waited, "timeout")
+        held.release()
+        await writing
     assert len(fixture_server.ledger.writes()) == 1
 
 

@@ -195,13 +195,6 @@ async def faults_runtime(
     await within(rt.close(), CALL_LIMIT, "closing the runtime")
 
 
-@contextlib.asynccontextmanager
-async def second_agent(desk: Desk) -> AsyncIterator[Agent]:
-    """Another MCP connection to the same server, as a second client would open."""
-    async with client_in_task(desk.runtime.server) as client:
-        yield Agent(HostedClient(client), desk)
-
-
 # -- the lab's hands on a Page --------------------------------------------------------------------------------------
 
 

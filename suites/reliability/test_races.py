@@ -23,7 +23,7 @@ from runtime.capability.host import ProviderRequest
 from runtime.models import ComputerUseResult
 from runtime.registry.registry import WriteLease
 from runtime.session import ComputerSession
-from suites.harness import Agent, Desk, ref_of
+from suites.harness import Agent, Desk, other_backend, ref_of, second_agent
 
 WAIT = 20.0
 """Bound on the runtime queueing the acts on the lease, and on each act once released."""
@@ -92,13 +92,23 @@ async def two_acts_on_one_frame(desk: Desk, agent: Agent, server: FixtureServer)
 
 
 async def two_sessions_on_one_page(desk: Desk, agent: Agent, server: FixtureServer) -> None:
+    """Two live sessions on one Page: the chat's on the test's backend and another host's turn after the backend
+    setting changed (one session per Page and backend, so this is how two coexist); their acts queue on the Page's
+    one write lease."""
     await open_race_pages(desk, "A")
     desk.authorize("A")
     first = await agent.observe(page=desk.handle("A"))
-    desk.authorize("A")  # a new turn: its first observe opens a second ComputerSession on the same Page
-    second = await agent.observe(page=desk.handle("A"))
-    assert first.computer_session_id != second.computer_session_id
-    results = await acts_released_together(desk, agent, [first, second])
+    other_backend(desk)
+    other = desk.runtime.new_host().start_turn([desk.handle("A")])
+    async with second_agent(desk) as client:
+        second = await client.call(await other.provider_request(), command="observe", page=desk.handle("A"))
+        assert second.status == "ok", second
+        assert first.computer_session_id != second.computer_session_id
+        request, other_request = await desk.request(), await other.provider_request()
+        async with lease_held(desk, "A") as lease:
+            calls = [click_add(agent, request, first), click_add(client, other_request, second)]
+            await asyncio.wait_for(lease.queued(len(calls)), WAIT)
+        results = list(await asyncio.wait_for(asyncio.gather(*calls), WAIT))
     assert codes(results) == ["ok", "stale_observation"], results  # the second frame went stale while it waited
     assert notes(server) == 1
 

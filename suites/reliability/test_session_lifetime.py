@@ -19,9 +19,9 @@ import pytest
 
 from lab.processes import children_running, listening_ports
 from runtime.session import ComputerSession
-from suites.harness import Agent, Desk
+from suites.harness import Agent, Desk, second_agent
 from suites.parity.test_backend_freeze import executable
-from suites.reliability.conftest import SLACK, second_agent, within
+from suites.reliability.conftest import SLACK, within
 from suites.reliability.test_sessions import CLOSE_TIMEOUT
 
 TURNS = 10
