@@ -40,7 +40,6 @@ from suites.installed.taskset import (
     Task,
     TaskSetRun,
     run_task_set,
-    run_turn,
 )
 
 
@@ -216,9 +215,10 @@ async def test_the_process_audit_catches_an_installed_app_killed_without_its_shu
 ) -> None:
     # The broken variant: the app gets SIGKILL while a session's backend child hangs (stopped: it cannot notice its
     # stdin closing and leave by itself), so nothing stops the child — the leak an app without its shutdown makes.
-    task = Task.load("catalogue")
+    # The kill comes while the turn waits for the user on a needs_user card: a session lives as long as its turn.
+    task = Task.load("sensitive")
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([*task.script({})[:2], {"say": task.marker}]), encoding="utf-8")
+    script.write_text(json.dumps(task.script({})), encoding="utf-8")
     async with tidy_windows(lab_cdp):
         app = await AppProcess.start(
             installed, cdp_endpoint=await tap.endpoint(LABEL), config_dir=tmp_path / "config", script=script,
@@ -228,10 +228,11 @@ async def test_the_process_audit_catches_an_installed_app_killed_without_its_shu
             console = await Console.attach(lab_cdp, app.console_url)
             driver = Driver(app, console, lab_cdp, tap, fixture_server)
             assert task.open is not None
-            handle, target = await driver.open(fixture_server.url(task.open))
-            short = Task(task.name, task.open, task.message, [], task.steps[:2])
-            await run_turn(driver, short, [handle], target)
-            children = [s for s in app.seen.values() if s.pid != app.pid]
+            handle, _ = await driver.open(fixture_server.url(task.open))
+            paused = await driver.needs_user_cards()
+            await driver.send(task.message, [handle])
+            assert await driver.until_paused_or_done(task.marker, paused) == "paused", "the turn did not pause"
+            children = [s for s in app.note_processes() if s.pid != app.pid]
             assert children, "no backend child ran: the control would prove nothing"
             for child in children:
                 os.kill(child.pid, signal.SIGSTOP)

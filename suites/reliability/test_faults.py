@@ -25,7 +25,7 @@ from runtime.models import ComputerUseResult
 from runtime.reasons import ReasonCode
 from runtime.service import ComputerUseService
 from runtime.sessions import Refusal
-from suites.harness import Agent, Desk, ref_of
+from suites.harness import Agent, Desk, ref_of, second_agent
 from suites.proofs import assert_no_writes
 from suites.reliability.conftest import (
     ACT_LIMIT,
@@ -41,7 +41,6 @@ from suites.reliability.conftest import (
     close_if_open,
     crash_renderer,
     open_first_entry,
-    second_agent,
     within,
 )
 from suites.sabotage import AnswerDialogs
