@@ -5,9 +5,11 @@ slowloris): neither uvicorn nor aiohttp closes a connection whose head never end
 file descriptor of the one process that also serves the console, /mcp, /v1, pairing and the gateways. About 1,100
 such connections used to stop them all together.
 
-- Head deadline (`HEAD_TIMEOUT`): a connection that has not sent a whole request head this long after it opened (or
-  after its previous answer) is closed. A request that is being served (an SSE stream, a CDP WebSocket) is not
-  waiting for a head and is never cut.
+- Request deadline (`HEAD_TIMEOUT`): a connection that has not sent a whole request, head and body, this long after
+  it opened (or after its previous answer) is closed, so neither a head nor a body sent a byte at a time holds it.
+  A request that is being served (its body in: an SSE stream, a CDP WebSocket) is never cut. aiohttp's listeners
+  (the console, the gateways) get the head deadline only: each answers before it reads a body, and aiohttp drains an
+  unread body for at most its `lingering_time`.
 - Connection cap (`MAX_CONNECTIONS` per listener): a connection over the cap makes room by closing the oldest
   connection that is waiting for a head (a slow or idle one); a connection being served is never closed for it. Only
   when every connection is being served is the newcomer itself closed. A legitimate client sends its head at once, so
@@ -28,7 +30,8 @@ from aiohttp import web
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 HEAD_TIMEOUT = 10.0
-"""Seconds a connection may take to send a whole request head (a local client sends it in microseconds)."""
+"""Seconds a connection may take to send a whole request, head and body (every body we serve is at most 64 KiB: a
+local client sends it in microseconds)."""
 MAX_CONNECTIONS = 256
 """Open connections per listener; over it the oldest one waiting for a head is closed."""
 BACKLOG = 1024
@@ -39,7 +42,7 @@ DESCRIPTORS = 4096
 
 
 class BoundedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with the head deadline and the connection cap (pass it as `uvicorn.Config(http=...)`).
+    """uvicorn's h11 protocol with the request deadline and the connection cap (`uvicorn.Config(http=...)`).
 
     `head_timeout` and `max_connections` are class attributes: a test's variant may change them.
     """
@@ -62,21 +65,22 @@ class BoundedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         # uvicorn cancels its keep-alive timer on any byte, so a partial next head would otherwise wait for ever.
-        if self._head_since is None and self._waiting_for_head():
+        if self._head_since is None and self._waiting_for_request():
             self._await_head()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if self._head_since is None and self._waiting_for_head():
+        if self._head_since is None and self._waiting_for_request():
             self._await_head()  # idle between requests: waiting for the next head, so the first to make room
 
     def handle_events(self) -> None:
         super().handle_events()
-        if not self._waiting_for_head():
+        if not self._waiting_for_request():
             self._head_done()
 
-    def _waiting_for_head(self) -> bool:
-        return not self.transport.is_closing() and self.conn.their_state is h11.IDLE
+    def _waiting_for_request(self) -> bool:
+        """The client still owes (part of) a request: its head (IDLE) or the rest of its body (SEND_BODY)."""
+        return not self.transport.is_closing() and self.conn.their_state in (h11.IDLE, h11.SEND_BODY)
 
     def _await_head(self) -> None:
         self._head_since = self.loop.time()
@@ -91,7 +95,7 @@ class BoundedH11Protocol(H11Protocol):
 
     def _head_late(self) -> None:
         self._head_timer = None
-        if self._waiting_for_head():
+        if self._waiting_for_request():
             self.transport.close()
 
     def _make_room(self) -> None:
