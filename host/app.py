@@ -25,7 +25,7 @@ import uvicorn
 from mcp import Client
 
 from host.grants import GrantStore
-from host.pairing import PairingError, PairingServer, mcp_socket_path, peer_uid, socket_path
+from host.pairing import PairingError, PairingServer, mcp_socket_path, socket_path
 from host.providers import make_provider
 from host.providers.base import Provider, ProviderError, ToolSpec
 from host.server import DEMO_TITLE, ConsoleServer, DemoServer, EventLog
@@ -36,6 +36,7 @@ from runtime.browser import PrivateChromium
 from runtime.cdp import CDPError
 from runtime.client import HostedClient
 from runtime.listeners import BACKLOG, BoundedH11Protocol, ensure_descriptors
+from runtime.loopback import unix_peer_uid
 from runtime.mcp.http import ASGIApp, bounded_config, http_app
 from runtime.models import Page
 from runtime.observation import OBSERVATION_TOKENS
@@ -116,7 +117,7 @@ class OwnerOnlyHTTP(BoundedH11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
-        uid = peer_uid(sock) if sock is not None else None
+        uid = unix_peer_uid(sock) if sock is not None else None
         self.admitted = uid == self.owner_uid
         if not self.admitted:
             log.warning("MCP socket: refused a peer of uid %s", uid)

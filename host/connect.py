@@ -38,9 +38,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
 from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, TextContent, Tool
 
-from host.pairing import MAX_LINE, MCP_SOCKET_NAME, peer_uid, socket_path
+from host.pairing import MAX_LINE, MCP_SOCKET_NAME, socket_path
 from host.settings import default_config_dir
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
+from runtime.loopback import unix_peer_uid
 from runtime.mcp.server import TOOL, build_server
 from runtime.mcp.stdio import stdio_server
 from runtime.models import ComputerUseResult, as_text
@@ -150,7 +151,7 @@ class Bridge:
 
     def authenticate_peer(self, sock: socket.socket) -> None:
         """The process that listens on the socket runs as this user (`SO_PEERCRED`); `NotTheApp` otherwise."""
-        uid, me = peer_uid(sock), os.getuid()
+        uid, me = unix_peer_uid(sock), os.getuid()
         if uid != me:
             raise NotTheApp(
                 f"the process listening on {self.path} runs as uid {uid}, not as you (uid {me})",

@@ -33,13 +33,12 @@ import contextlib
 import json
 import logging
 import os
-import socket
 import stat
-import struct
 from pathlib import Path
 from typing import Any
 
 from host.grants import GRANT_HINT, GrantStore, NoGrant, clean_text
+from runtime.loopback import unix_peer_credentials
 
 log = logging.getLogger(__name__)
 
@@ -74,23 +73,6 @@ def private_dir(path: Path) -> None:
         raise PairingError(f"{path} belongs to another user")
     if stat.S_IMODE(info.st_mode) != 0o700:
         os.chmod(path, 0o700)
-
-
-def peer_credentials(sock: socket.socket) -> tuple[int, int] | None:
-    """(pid, uid) of the process on the other end of a Unix socket, as the kernel recorded them when it connected
-    (Linux `SO_PEERCRED`); None if unknown."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
-        return None
-    raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", raw)
-    return pid, uid
-
-
-def peer_uid(sock: socket.socket) -> int | None:
-    """The uid of the process on the other end of a Unix socket (Linux `SO_PEERCRED`), None if unknown."""
-    credentials = peer_credentials(sock)
-    return credentials[1] if credentials is not None else None
 
 
 def process_of(pid: int) -> str:
@@ -170,7 +152,7 @@ class PairingServer:
         self._connections.add(task)
         sock = writer.get_extra_info("socket")
         try:
-            credentials = peer_credentials(sock) if sock is not None else None
+            credentials = unix_peer_credentials(sock) if sock is not None else None
             pid, uid = credentials if credentials is not None else (0, None)
             if uid is None or uid != self.owner_uid:
                 log.warning("pairing refused: peer uid %s is not the app's user", uid)

@@ -1,4 +1,5 @@
-"""Who is on the other end of a loopback TCP connection: the uid that owns the peer's socket.
+"""Who is on the other end of a local connection: the uid that owns the peer's socket (loopback TCP), or the pid and
+uid the kernel recorded for a Unix socket's peer (`SO_PEERCRED`, `unix_peer_credentials`).
 
 A loopback port is open to every local user, and a secret in a URL stops only those who do not know it; a secret
 can leak (a command line, a log, a core dump). A Unix socket would tell its server the peer's uid (`SO_PEERCRED`),
@@ -136,3 +137,20 @@ def _table_uid(
                 except ValueError:
                     return None
     return None
+
+
+def unix_peer_credentials(sock: socket.socket) -> tuple[int, int] | None:
+    """(pid, uid) of the process on the other end of a Unix socket, as the kernel recorded them when it connected
+    (Linux `SO_PEERCRED`); None if unknown."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", raw)
+    return pid, uid
+
+
+def unix_peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process on the other end of a Unix socket, None if unknown."""
+    credentials = unix_peer_credentials(sock)
+    return credentials[1] if credentials is not None else None

@@ -38,7 +38,6 @@ import logging
 import os
 import re
 import socket
-import struct
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +45,8 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+
+from runtime.loopback import unix_peer_uid
 
 log = logging.getLogger(__name__)
 
@@ -80,16 +81,6 @@ def http_session(endpoint: str, timeout: aiohttp.ClientTimeout | None = None) ->
     if endpoint.startswith(UNIX_PREFIX):
         options["connector"] = aiohttp.UnixConnector(path=endpoint.removeprefix(UNIX_PREFIX))
     return aiohttp.ClientSession(**options)
-
-
-def peer_uid(sock: socket.socket) -> int | None:
-    """The uid of the process on the other end of a Unix socket (Linux `SO_PEERCRED`), None if unknown."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
-        return None
-    raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", raw)
-    return uid
 
 
 def session_tail(text: str) -> tuple[str, int] | None:
@@ -229,7 +220,7 @@ class PipeBroker:
         loop = asyncio.get_running_loop()
         while True:
             conn, _ = await loop.sock_accept(listener)
-            uid = peer_uid(conn)
+            uid = unix_peer_uid(conn)
             if not self.admits(uid):
                 log.warning("CDP broker: refused a connection from uid %s", uid)
                 conn.close()

@@ -269,3 +269,14 @@ def other_backend(desk: Desk) -> str:
     settings = desk.runtime.service.settings
     settings.backend = next(name for name in sorted(desk.runtime.service.sessions.backends) if name != settings.backend)
     return settings.backend
+
+
+class Clock:
+    """A clock the test moves (`clock.now += 61`) instead of waiting: what a store, a grant or a session manager takes
+    as its `clock`."""
+
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

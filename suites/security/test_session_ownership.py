@@ -28,7 +28,7 @@ from lab.tap import CDPTap
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.mcp.server import TOOL
 from runtime.models import ComputerUseResult, from_text
-from suites.harness import Agent, Desk, client_in_task, ref_of
+from suites.harness import Agent, Clock, Desk, client_in_task, ref_of
 from suites.reliability.conftest import CALL_LIMIT, RELEASE_LIMIT, within
 
 FULL_NAME = {"type": "element_state", "role": "textbox", "name": "Full name", "state": "value"}
@@ -52,16 +52,6 @@ class GrantedClient:
         )
         text = raw.content[0].text if raw.content and raw.content[0].type == "text" else ""
         return ComputerUseResult.model_validate(raw.structured_content or from_text(text))
-
-
-class Clock:
-    """The grant store's clock (a time limit passes when the test says so)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -42,25 +42,15 @@ from runtime.client import HostedClient
 from runtime.mcp.server import TOOL
 from runtime.models import ComputerUseResult
 from runtime.settings import Settings
-from suites.harness import Agent, Desk, client_in_task, ref_of
+from suites.harness import Agent, Clock, Desk, client_in_task, ref_of
 from suites.proofs import assert_no_runtime_calls, assert_no_writes
 
 RUNTIME_SOURCE = str(Path(__file__).resolve().parents[2] / "runtime") + "/"
 
 
-class Clock:
-    """The store's clock, advanced by the test instead of by waiting."""
-
-    def __init__(self) -> None:
-        self.now = 10_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(10_000.0)
 
 
 @pytest.fixture

@@ -5,19 +5,12 @@ from __future__ import annotations
 import pytest
 
 from runtime.capability.approval import MAX_PENDING, Approvals, Binding
+from suites.harness import Clock
 
 pytestmark = pytest.mark.req("unit:approvals")
 
 BINDING = Binding("host-1", "s1", "f1", '{"type":"click","ref":"e1"}')
 CONTROL = 'button "Delete account"'
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def offered(approvals: Approvals, binding: Binding = BINDING) -> str:
@@ -52,7 +45,7 @@ def test_an_approval_is_spent_and_refused_by_any_other_write(binding: Binding, c
 
 
 def test_an_approval_expires_with_the_token_lifetime_and_a_forged_one_holds_nothing() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     approvals = Approvals(clock, lifetime=120.0)
     token = offered(approvals)
     clock.now = 120.0

@@ -19,6 +19,7 @@ from runtime.capability.token import TOKEN_LIFETIME, CapabilityError, Claims, ne
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier, StaleContext
 from runtime.models import Page
 from runtime.registry.registry import PageRegistry
+from suites.harness import Clock
 
 pytestmark = pytest.mark.req("unit:capability-token")
 
@@ -74,14 +75,6 @@ class NoBrowser:
         if self.released is not None:
             await asyncio.wait_for(self.released.wait(), 10)
         return {"targetInfos": []}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Connection:
