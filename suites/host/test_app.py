@@ -616,7 +616,15 @@ def descendants(pid: int) -> set[int]:
 async def test_computer_use_app_prints_both_urls_and_on_sigint_or_sigterm_exits_0_leaving_no_process(
     tap: CDPTap, lab_cdp: CDPClient, fixture_server: FixtureServer, tmp_path: Path, stop: signal.Signals
 ) -> None:
-    script = write_task(tmp_path, [LIST, observe("Checkout"), {"say": "Seen."}])
+    # The turn ends waiting on a needs_user card (the CAPTCHA is the user's), so its session and backend child are
+    # live when the signal comes: a session lives as long as its turn.
+    tick = call(
+        command="act",
+        computer_session_id={"$session": "Create your account"},
+        frame_id={"$frame": "Create your account"},
+        action={"type": "click", "ref": {"$ref": ["checkbox", "not a robot"]}},
+    )
+    script = write_task(tmp_path, [LIST, observe("Create your account"), {"say": "Ticking it.", "calls": [tick]}])
     process = await asyncio.create_subprocess_exec(
         str(CLI),
         "app",
@@ -652,10 +660,10 @@ async def test_computer_use_app_prints_both_urls_and_on_sigint_or_sigterm_exits_
         attached = await lab_cdp.send("Target.attachToTarget", {"targetId": chat, "flatten": True})
         console = Console(lab_cdp, attached["sessionId"], chat)
         await console.until("document.body.dataset.connection === 'live'")
-        handle = await open_fixture(console, fixture_server, "/dom_form/", "left", "Checkout")
-        await console.send("Look, please.", [handle])
+        handle = await open_fixture(console, fixture_server, "/captcha/", "left", "Create your account")
+        await console.send("Sign me up, please.", [handle])
         await console.until("document.querySelectorAll('#history article.card[data-status=ok]').length === 2", 60)
-        await console.until("document.getElementById('turn').dataset.state === 'idle'")
+        await console.until("document.getElementById('turn').dataset.state === 'needs_user'")
         children = descendants(process.pid)
         backend = [pid for pid in children if "playwright" in command_line(pid)]
         assert backend, "no backend process ran: the clean-up check would prove nothing"
