@@ -10,7 +10,7 @@ APPS_STAMP := fixtures_sites/realapps/node_modules/.installed
 VENV_STAMP := $(VENV)/.installed
 RESULTS := reports/allure-results
 
-.PHONY: setup chromium test lab bench lint parity-doc clean
+.PHONY: setup chromium test lab bench mutation lint parity-doc clean
 
 setup: chromium $(VENV_STAMP) $(NPM_STAMP) $(APPS_STAMP)
 
@@ -81,8 +81,15 @@ lab: setup
 	@rm -rf $(RESULTS) reports/costs
 	@status=0; INSTALLED_BACKENDS=all NEGATIVE_CONTROL_BACKENDS=all FUZZ_EXAMPLES=10000 $(PYTEST) suites --alluredir=$(RESULTS) || status=$$?; \
 	$(PY) -m lab.costs || true; \
+	$(PY) -m lab.mutation --summary || true; \
 	$(PY) -m lab.report || { [ $$status -ne 0 ] || status=1; }; \
 	exit $$status
+
+# Mutation testing of the security-critical runtime (lab/mutation.py, docs/lab.md): mutmut over the functions the
+# set names, each group against its own suites on the default backend, two groups at once; ≤ 45 min on two cores.
+# The report goes to reports/mutation/ (make lab attaches it); WRITE_DOC=1 also updates the committed docs/mutation.md.
+mutation: setup
+	$(PY) -m lab.mutation $(if $(GROUP),--group $(GROUP)) $(if $(WRITE_DOC),--write-doc)
 
 clean:
 	rm -rf reports/allure-results reports/allure-report reports/costs .pytest_cache .ruff_cache .benchmarks

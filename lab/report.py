@@ -54,8 +54,17 @@ RESULTS_DIR = REPO_ROOT / "reports" / "allure-results"
 REPORT_DIR = REPO_ROOT / "reports" / "allure-report"
 
 STATUSES = ("passed", "failed", "broken", "skipped", "unknown")
+MUTATION_REPORTS = (REPO_ROOT / "reports" / "mutation" / "mutation.md", REPO_ROOT / "docs" / "mutation.md")
+"""`make mutation`'s report: this machine's last run, else the one committed with the code it measured."""
+
+
+def mutation_report() -> Path:
+    return next((path for path in MUTATION_REPORTS if path.is_file()), MUTATION_REPORTS[-1])
+
+
 GLOBALS = (
     ("cost summary", REPO_ROOT / "reports" / "costs" / "summary.txt", "text/plain"),
+    ("mutation score and survivors (make mutation)", mutation_report(), "text/markdown"),
     ("budgets (plot)", REPO_ROOT / "reports" / "costs" / "budgets.svg", "image/svg+xml"),
     ("tokens by scenario and backend (plot)", REPO_ROOT / "reports" / "costs" / "scenarios.svg", "image/svg+xml"),
     ("parity table", REPO_ROOT / "docs" / "parity.md", "text/markdown"),

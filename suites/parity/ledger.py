@@ -993,6 +993,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "release proof, backend and requirement",
     ),
     _req("lab:fixture-server", "instruments", "stall routes, bounded waits, reset"),
+    _req(
+        "lab:mutation",
+        "instruments",
+        "make mutation runs mutmut over the named security-critical functions; a renamed one is reported, and only a "
+        "failing test kills a mutant",
+    ),
     _req("lab:ledger", "instruments", "one real write is one ledger row, read once, per test"),
     _req("lab:scenarios", "instruments", "every scenario's routes, writes and attacker endpoint behave as declared"),
     _req("lab:tap", "instruments", "the CDP tap counts exactly what reached each target"),
