@@ -22,7 +22,7 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from runtime.gateway import GatewayEvent, ScopedGateway
-from runtime.gateway.allowlist import FORWARD, Verdict, refusal_message, static_verdict
+from runtime.gateway.allowlist import ABSORBED, FORWARD, Verdict, refusal_message, static_verdict
 from runtime.gateway.gateway import RefusedCommand, _Client, _Pending
 from runtime.pipe import http_session
 
@@ -89,6 +89,12 @@ def test_a_new_document_script_passes_only_into_a_named_isolated_world() -> None
     why = "a script for every new document of the page's own (main) world; only into an isolated world"
     assert page("Page.addScriptToEvaluateOnNewDocument", {"source": "1", "worldName": "w"}) == FORWARD
     assert page("Page.addScriptToEvaluateOnNewDocument", {"source": "1"}) == Verdict("refuse", why)
+
+
+def test_an_absorbed_method_and_a_known_danger_carry_their_own_reasons() -> None:
+    """The table's reasons are what docs/security.md and a refused client read."""
+    assert page("Page.bringToFront", {}) == Verdict("absorb", ABSORBED["Page.bringToFront"].why)
+    assert page("Network.getCookies", {}) == Verdict("refuse", "returns the page's cookies, HttpOnly ones included")
 
 
 def test_a_method_off_both_allowlists_is_refused_naming_the_level_it_was_sent_at() -> None:
@@ -435,6 +441,10 @@ def test_a_caller_whose_address_is_not_known_is_refused(loopback: Ends) -> None:
     assert gw._check_caller(request("/x", Ends(None, None))) == unknown
     assert gw._check_caller(request("/x", Ends(loopback.peername, None))) == unknown
     assert gw._check_caller(request("/x", Ends(None, loopback.sockname))) == unknown
+    hung_up = request("/x", loopback)
+    hung_up.protocol.transport = None  # what aiohttp leaves once the caller's connection is lost
+    assert hung_up.transport is None
+    assert gw._check_caller(hung_up) == unknown
 
 
 @pytest.mark.req("gateway:local-user")
