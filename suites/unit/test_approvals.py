@@ -76,3 +76,15 @@ def test_requests_are_kept_one_per_session_and_at_most_max_pending() -> None:
         approvals.offer(Binding("host-1", f"other-{n}", "f", "{}"), "page-1", "delete", CONTROL, "")
     assert approvals.pending(newer) is None
     assert approvals.pending(Binding("host-1", f"other-{MAX_PENDING + 9}", "f", "{}")) is not None
+
+
+def test_an_expired_approval_is_forgotten_by_the_next_grant_from_the_moment_it_expired() -> None:
+    """Granted approvals are pruned when the next one is granted, so the record holds only approvals that can still
+    be redeemed; one is dead from the very moment `clock() == expiry` (`redeem` refuses it then), so it goes then."""
+    clock = Clock(0.0)
+    approvals = Approvals(clock, lifetime=120.0)
+    offered(approvals)
+    clock.now = 120.0
+    token = offered(approvals, Binding("host-1", "s2", "f1", BINDING.action))
+    assert len(approvals._granted) == 1
+    assert approvals.redeem(token, Binding("host-1", "s2", "f1", BINDING.action), "delete", CONTROL)

@@ -261,3 +261,91 @@ async def test_a_snapshot_that_ends_after_its_host_started_another_turn_never_be
     assert store.contexts[host.id] is fresh.context
     with pytest.raises(StaleContext, match="turn"):
         call(verifier, stale, Connection())
+
+
+# -- admits: the HTTP API's question before it touches a connection id ---------------------------------------------
+
+
+async def test_admits_is_true_only_for_a_genuine_unspent_unexpired_token_of_that_nonce_and_spends_nothing(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier, clock: Clock
+) -> None:
+    """`admits` gates whether the HTTP API registers a connection id: each refusal here is one `verify` would make,
+    and asking twice must leave the token spendable (it spends nothing)."""
+    request = await host_of(registry, store).start_turn([]).provider_request()
+    tool_call, token = request.mint("http-a")
+    meta = {TOKEN_KEY: token, CALL_KEY: tool_call}
+    assert verifier.admits(meta, "http-a")
+    assert verifier.admits(meta, "http-a")  # asking spent nothing
+    assert not verifier.admits(meta, "http-b")  # minted for another connection id
+    assert not verifier.admits({TOKEN_KEY: sign(open_token(token, store.secret), new_secret())}, "http-a")
+    assert not verifier.admits(None, "http-a")
+    late_call, late = request.mint("http-a")
+    clock.now += TOKEN_LIFETIME
+    assert not verifier.admits({TOKEN_KEY: late, CALL_KEY: late_call}, "http-a")  # expired
+
+
+async def test_admits_refuses_a_token_once_verify_has_spent_it(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    """A spent token (spent, not void: it was presented on the connection it was minted for) must not let a
+    request register a connection id: this is the one refusal where only the spent-id record decides."""
+    request = await host_of(registry, store).start_turn([]).provider_request()
+    tool_call, token = request.mint("conn-a")
+    meta = {TOKEN_KEY: token, CALL_KEY: tool_call}
+    verifier.verify(meta, Connection())
+    assert open_token(token, store.secret).token_id not in verifier._void
+    assert not verifier.admits(meta, "conn-a")
+
+
+# -- the end of a turn ---------------------------------------------------------------------------------------------
+
+
+def heard_by(store: ContextStore) -> list[tuple[str, str | None]]:
+    """What the store's listeners (the session manager) hear, in order."""
+    heard: list[tuple[str, str | None]] = []
+    store.listen(lambda host, turn: heard.append((host, turn)))
+    return heard
+
+
+async def test_ending_a_turn_stales_its_tokens_drops_its_context_and_tells_the_listeners_which_turn_ended(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    """The host app ends each turn when its agent loop finishes (`host/turns.py`): the sessions the turn opened
+    close on that word, so the listener must hear this host and this turn, and nobody else's turn may end."""
+    one, two = host_of(registry, store), host_of(registry, store)
+    turn, theirs = one.start_turn([]), two.start_turn([])
+    request, other = await turn.provider_request(), await theirs.provider_request()
+    heard = heard_by(store)
+    turn.end()
+    assert heard == [(one.id, turn.id)]
+    assert store.turns == {two.id: theirs.id}
+    assert list(store.contexts) == [two.id]
+    with pytest.raises(StaleContext, match="turn"):
+        call(verifier, request, Connection(), nonce="conn-1")
+    call(verifier, other, Connection(), nonce="conn-2")
+
+
+async def test_a_turn_that_made_no_model_request_ends_as_well(store: ContextStore, registry: PageRegistry) -> None:
+    """A turn may end before its first provider request (the model call failed): it has no Page Context to drop."""
+    host = host_of(registry, store)
+    turn = host.start_turn([])
+    heard = heard_by(store)
+    turn.end()
+    assert heard == [(host.id, turn.id)]
+    assert (store.turns, store.contexts) == ({}, {})
+
+
+async def test_ending_a_turn_that_is_no_longer_current_changes_nothing(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    """An older turn ended when the host started the next one; its late `end` must not end the current turn."""
+    host = host_of(registry, store)
+    old = host.start_turn([])
+    current = host.start_turn([])
+    request = await current.provider_request()
+    heard = heard_by(store)
+    old.end()
+    assert heard == []
+    assert store.turns == {host.id: current.id}
+    assert store.contexts[host.id] is request.context
+    call(verifier, request, Connection())
