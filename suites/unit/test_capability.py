@@ -14,9 +14,17 @@ from typing import Any
 
 import pytest
 
+from runtime.capability.approval import Binding
 from runtime.capability.host import ContextStore, Host, ProviderRequest
 from runtime.capability.token import TOKEN_LIFETIME, CapabilityError, Claims, new_secret, open_token, sign
-from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier, StaleContext
+from runtime.capability.verifier import (
+    CALL_KEY,
+    TOKEN_KEY,
+    CapabilityVerifier,
+    NamedConnection,
+    NoConnection,
+    StaleContext,
+)
 from runtime.models import Page
 from runtime.registry.registry import PageRegistry
 from suites.harness import Clock
@@ -349,3 +357,49 @@ async def test_ending_a_turn_that_is_no_longer_current_changes_nothing(
     assert store.turns == {host.id: current.id}
     assert store.contexts[host.id] is request.context
     call(verifier, request, Connection())
+
+
+# -- the HTTP API's connections ------------------------------------------------------------------------------------
+
+
+async def test_a_request_without_a_connection_id_is_refused_with_the_reason_the_adapter_gave(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    """The HTTP API says what to send (`NoConnection.why`); the client reads it in the refusal."""
+    request = await host_of(registry, store).start_turn([]).provider_request()
+    with pytest.raises(CapabilityError, match="send Computer-Use-Connection"):
+        call(verifier, request, NoConnection("no connection to bind the token to: send Computer-Use-Connection"))
+
+
+async def test_a_named_connection_accepts_its_own_nonce_and_closing_it_retires_the_nonce(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    """A /v1 connection id spends tokens minted for its nonce; closing its `exit_stack` (the id expired or was
+    dropped) releases the binding like an MCP client going away, so a leaked token of it is refused after."""
+    request = await host_of(registry, store).start_turn([]).provider_request()
+    connection = NamedConnection("http-a")
+    call(verifier, request, connection, nonce="http-a")
+    leaked = request.mint("http-a")
+    await connection.exit_stack.aclose()
+    assert (verifier._nonce_of, verifier._bound) == ({}, {})
+    with pytest.raises(CapabilityError, match="has closed"):
+        verifier.verify({TOKEN_KEY: leaked[1], CALL_KEY: leaked[0]}, NamedConnection("http-a"))
+
+
+# -- a host's approvals ----------------------------------------------------------------------------------------------
+
+
+async def test_a_host_sees_and_approves_only_the_writes_handed_over_on_its_own_calls(
+    store: ContextStore, registry: PageRegistry
+) -> None:
+    """Two hosts share one runtime: a write one host's call handed to the user is that host's to show and to
+    approve; the other host neither sees it nor can approve it."""
+    one, two = host_of(registry, store), host_of(registry, store)
+    binding = Binding(one.id, "s1", "f1", '{"type":"click","ref":"e1"}')
+    request = store.approvals.offer(binding, "page-1", "delete", 'button "Delete"', "")
+    assert one.pending_approval(binding) == request
+    assert two.pending_approval(binding) is None
+    with pytest.raises(KeyError):
+        two.approve(request)
+    approval = one.approve(request)
+    assert store.approvals.redeem(approval, binding, "delete", 'button "Delete"')
