@@ -8,7 +8,10 @@ counter the test advances, and connections are plain objects with the SDK's tear
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
+import hashlib
+import hmac
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -20,6 +23,7 @@ from runtime.capability.token import TOKEN_LIFETIME, CapabilityError, Claims, ne
 from runtime.capability.verifier import (
     CALL_KEY,
     TOKEN_KEY,
+    UNIDENTIFIED,
     CapabilityVerifier,
     NamedConnection,
     NoConnection,
@@ -403,3 +407,97 @@ async def test_a_host_sees_and_approves_only_the_writes_handed_over_on_its_own_c
         two.approve(request)
     approval = one.approve(request)
     assert store.approvals.redeem(approval, binding, "delete", 'button "Delete"')
+
+
+# -- what each refusal says ------------------------------------------------------------------------------------------
+
+
+async def test_every_refusal_says_exactly_why_and_what_to_do(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier, clock: Clock
+) -> None:
+    """A refusal's message is what the client (and the model behind it) reads to recover: each one is asserted
+    whole, so a reworded, truncated or emptied message is caught. The cases run in an order where each later one
+    is not disturbed by an earlier one (fresh nonces and connections; staleness last)."""
+    host = host_of(registry, store)
+    turn = host.start_turn([])
+    request = await turn.provider_request()
+    said: list[tuple[str, str]] = []
+
+    def refusal(meta: dict[str, Any] | None, connection: object, expected: str) -> None:
+        with pytest.raises((CapabilityError, StaleContext)) as refused:
+            verifier.verify(meta, connection)
+        said.append((str(refused.value), expected))
+
+    def minted(nonce: str) -> dict[str, Any]:
+        tool_call, token = request.mint(nonce)
+        return {TOKEN_KEY: token, CALL_KEY: tool_call}
+
+    refusal(None, Connection(), "the page_context_token is missing or malformed")
+    refusal({TOKEN_KEY: "a.b"}, Connection(), "the page_context_token is malformed")
+    refusal({TOKEN_KEY: "ab.cd"}, Connection(), "the page_context_token is not signed by this runtime's host")
+    body = b'{"token_id": "t1"}'
+    mac = hmac.new(store.secret, body, hashlib.sha256).digest()
+    unshaped = f"{base64.urlsafe_b64encode(body).decode()}.{base64.urlsafe_b64encode(mac).decode().rstrip('=')}"
+    refusal({TOKEN_KEY: unshaped}, Connection(), "the page_context_token carries malformed claims")
+    refusal(
+        minted("c1"),
+        None,
+        "this client is stateless (no initialize handshake), so there is no MCP connection to bind the token to; "
+        "connect statefully to use computer_use",
+    )
+    refusal(
+        minted("c1"),
+        UNIDENTIFIED,
+        "the runtime cannot tell which MCP connection this call came on, so it cannot check the token's binding; "
+        "refused rather than guessed",
+    )
+    late = minted("c2")
+    clock.now += TOKEN_LIFETIME
+    refusal(
+        late,
+        Connection(),
+        "this page_context_token has expired: tokens live 120 s, and the host mints a fresh one for every call",
+    )
+    bound = Connection()
+    spent = minted("c3")
+    verifier.verify(spent, bound)
+    refusal(spent, bound, "this page_context_token was already used: tokens are one-time")
+    leaked = minted("c3")
+    refusal(leaked, Connection(), "this page_context_token was minted for another MCP connection")
+    refusal(
+        leaked,
+        bound,
+        "this page_context_token was presented on another MCP connection first and is void: it has leaked; the "
+        "host mints a fresh one for every call",
+    )
+    refusal(minted("c4"), bound, "this page_context_token was minted for another MCP connection")
+    refusal(
+        {**minted("c3"), CALL_KEY: "another-call"}, bound, "this page_context_token was minted for another tool call"
+    )
+    refusal(
+        minted("c5"),
+        NamedConnection("http-a"),
+        "this page_context_token was minted for an MCP connection, not an HTTP API connection id: send it on the "
+        "MCP connection it was minted for",
+    )
+    refusal(minted("http-b"), NamedConnection("http-a"), "this page_context_token was minted for another connection id")
+    refusal(
+        minted("http-c"),
+        Connection(),
+        "this page_context_token was minted for an HTTP API connection id (POST /v1/computer_use), not an MCP "
+        "connection: send it to /v1 with the Computer-Use-Connection id it was minted for",
+    )
+    closing = Connection()
+    verifier.verify(minted("c6"), closing)
+    await closing.exit_stack.aclose()
+    refusal(minted("c6"), Connection(), "the MCP connection this page_context_token was minted for has closed")
+    older = minted("c7")
+    request = await turn.provider_request()
+    refusal(older, Connection(), "a newer model request has started; its Page Context replaces this one")
+    changed = minted("c8")
+    registry.access_revision += 1  # what `PageRegistry.set_access` does when a Page's access is switched
+    refusal(changed, Connection(), "Page access changed since the Page Context was taken")
+    ended = minted("c9")
+    turn.end()
+    refusal(ended, Connection(), "the turn this token belongs to has ended")
+    assert [got for got, _ in said] == [expected for _, expected in said]
