@@ -8,15 +8,27 @@ counter the test advances, and connections are plain objects with the SDK's tear
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
+import hashlib
+import hmac
 from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
 
+from runtime.capability.approval import Binding
 from runtime.capability.host import ContextStore, Host, ProviderRequest
 from runtime.capability.token import TOKEN_LIFETIME, CapabilityError, Claims, new_secret, open_token, sign
-from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier, StaleContext
+from runtime.capability.verifier import (
+    CALL_KEY,
+    TOKEN_KEY,
+    UNIDENTIFIED,
+    CapabilityVerifier,
+    NamedConnection,
+    NoConnection,
+    StaleContext,
+)
 from runtime.models import Page
 from runtime.registry.registry import PageRegistry
 from suites.harness import Clock
@@ -261,3 +273,231 @@ async def test_a_snapshot_that_ends_after_its_host_started_another_turn_never_be
     assert store.contexts[host.id] is fresh.context
     with pytest.raises(StaleContext, match="turn"):
         call(verifier, stale, Connection())
+
+
+# -- admits: the HTTP API's question before it touches a connection id ---------------------------------------------
+
+
+async def test_admits_is_true_only_for_a_genuine_unspent_unexpired_token_of_that_nonce_and_spends_nothing(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier, clock: Clock
+) -> None:
+    """`admits` gates whether the HTTP API registers a connection id: each refusal here is one `verify` would make,
+    and asking twice must leave the token spendable (it spends nothing)."""
+    request = await host_of(registry, store).start_turn([]).provider_request()
+    tool_call, token = request.mint("http-a")
+    meta = {TOKEN_KEY: token, CALL_KEY: tool_call}
+    assert verifier.admits(meta, "http-a")
+    assert verifier.admits(meta, "http-a")  # asking spent nothing
+    assert not verifier.admits(meta, "http-b")  # minted for another connection id
+    assert not verifier.admits({TOKEN_KEY: sign(open_token(token, store.secret), new_secret())}, "http-a")
+    assert not verifier.admits(None, "http-a")
+    late_call, late = request.mint("http-a")
+    clock.now += TOKEN_LIFETIME
+    assert not verifier.admits({TOKEN_KEY: late, CALL_KEY: late_call}, "http-a")  # expired
+
+
+async def test_admits_refuses_a_token_once_verify_has_spent_it(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    """A spent token (spent, not void: it was presented on the connection it was minted for) must not let a
+    request register a connection id: this is the one refusal where only the spent-id record decides."""
+    request = await host_of(registry, store).start_turn([]).provider_request()
+    tool_call, token = request.mint("conn-a")
+    meta = {TOKEN_KEY: token, CALL_KEY: tool_call}
+    verifier.verify(meta, Connection())
+    assert open_token(token, store.secret).token_id not in verifier._void
+    assert not verifier.admits(meta, "conn-a")
+
+
+# -- the end of a turn ---------------------------------------------------------------------------------------------
+
+
+def heard_by(store: ContextStore) -> list[tuple[str, str | None]]:
+    """What the store's listeners (the session manager) hear, in order."""
+    heard: list[tuple[str, str | None]] = []
+    store.listen(lambda host, turn: heard.append((host, turn)))
+    return heard
+
+
+async def test_ending_a_turn_stales_its_tokens_drops_its_context_and_tells_the_listeners_which_turn_ended(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    """The host app ends each turn when its agent loop finishes (`host/turns.py`): the sessions the turn opened
+    close on that word, so the listener must hear this host and this turn, and nobody else's turn may end."""
+    one, two = host_of(registry, store), host_of(registry, store)
+    turn, theirs = one.start_turn([]), two.start_turn([])
+    request, other = await turn.provider_request(), await theirs.provider_request()
+    heard = heard_by(store)
+    turn.end()
+    assert heard == [(one.id, turn.id)]
+    assert store.turns == {two.id: theirs.id}
+    assert list(store.contexts) == [two.id]
+    with pytest.raises(StaleContext, match="turn"):
+        call(verifier, request, Connection(), nonce="conn-1")
+    call(verifier, other, Connection(), nonce="conn-2")
+
+
+async def test_a_turn_that_made_no_model_request_ends_as_well(store: ContextStore, registry: PageRegistry) -> None:
+    """A turn may end before its first provider request (the model call failed): it has no Page Context to drop."""
+    host = host_of(registry, store)
+    turn = host.start_turn([])
+    heard = heard_by(store)
+    turn.end()
+    assert heard == [(host.id, turn.id)]
+    assert (store.turns, store.contexts) == ({}, {})
+
+
+async def test_ending_a_turn_that_is_no_longer_current_changes_nothing(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    """An older turn ended when the host started the next one; its late `end` must not end the current turn."""
+    host = host_of(registry, store)
+    old = host.start_turn([])
+    current = host.start_turn([])
+    request = await current.provider_request()
+    heard = heard_by(store)
+    old.end()
+    assert heard == []
+    assert store.turns == {host.id: current.id}
+    assert store.contexts[host.id] is request.context
+    call(verifier, request, Connection())
+
+
+# -- the HTTP API's connections ------------------------------------------------------------------------------------
+
+
+async def test_a_request_without_a_connection_id_is_refused_with_the_reason_the_adapter_gave(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    """The HTTP API says what to send (`NoConnection.why`); the client reads it in the refusal."""
+    request = await host_of(registry, store).start_turn([]).provider_request()
+    with pytest.raises(CapabilityError, match="send Computer-Use-Connection"):
+        call(verifier, request, NoConnection("no connection to bind the token to: send Computer-Use-Connection"))
+
+
+async def test_a_named_connection_accepts_its_own_nonce_and_closing_it_retires_the_nonce(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier
+) -> None:
+    """A /v1 connection id spends tokens minted for its nonce; closing its `exit_stack` (the id expired or was
+    dropped) releases the binding like an MCP client going away, so a leaked token of it is refused after."""
+    request = await host_of(registry, store).start_turn([]).provider_request()
+    connection = NamedConnection("http-a")
+    call(verifier, request, connection, nonce="http-a")
+    leaked = request.mint("http-a")
+    await connection.exit_stack.aclose()
+    assert (verifier._nonce_of, verifier._bound) == ({}, {})
+    with pytest.raises(CapabilityError, match="has closed"):
+        verifier.verify({TOKEN_KEY: leaked[1], CALL_KEY: leaked[0]}, NamedConnection("http-a"))
+
+
+# -- a host's approvals ----------------------------------------------------------------------------------------------
+
+
+async def test_a_host_sees_and_approves_only_the_writes_handed_over_on_its_own_calls(
+    store: ContextStore, registry: PageRegistry
+) -> None:
+    """Two hosts share one runtime: a write one host's call handed to the user is that host's to show and to
+    approve; the other host neither sees it nor can approve it."""
+    one, two = host_of(registry, store), host_of(registry, store)
+    binding = Binding(one.id, "s1", "f1", '{"type":"click","ref":"e1"}')
+    request = store.approvals.offer(binding, "page-1", "delete", 'button "Delete"', "")
+    assert one.pending_approval(binding) == request
+    assert two.pending_approval(binding) is None
+    with pytest.raises(KeyError):
+        two.approve(request)
+    approval = one.approve(request)
+    assert store.approvals.redeem(approval, binding, "delete", 'button "Delete"')
+
+
+# -- what each refusal says ------------------------------------------------------------------------------------------
+
+
+async def test_every_refusal_says_exactly_why_and_what_to_do(
+    store: ContextStore, registry: PageRegistry, verifier: CapabilityVerifier, clock: Clock
+) -> None:
+    """A refusal's message is what the client (and the model behind it) reads to recover: each one is asserted
+    whole, so a reworded, truncated or emptied message is caught. The cases run in an order where each later one
+    is not disturbed by an earlier one (fresh nonces and connections; staleness last)."""
+    host = host_of(registry, store)
+    turn = host.start_turn([])
+    request = await turn.provider_request()
+    said: list[tuple[str, str]] = []
+
+    def refusal(meta: dict[str, Any] | None, connection: object, expected: str) -> None:
+        with pytest.raises((CapabilityError, StaleContext)) as refused:
+            verifier.verify(meta, connection)
+        said.append((str(refused.value), expected))
+
+    def minted(nonce: str) -> dict[str, Any]:
+        tool_call, token = request.mint(nonce)
+        return {TOKEN_KEY: token, CALL_KEY: tool_call}
+
+    refusal(None, Connection(), "the page_context_token is missing or malformed")
+    refusal({TOKEN_KEY: "a.b"}, Connection(), "the page_context_token is malformed")
+    refusal({TOKEN_KEY: "ab.cd"}, Connection(), "the page_context_token is not signed by this runtime's host")
+    body = b'{"token_id": "t1"}'
+    mac = hmac.new(store.secret, body, hashlib.sha256).digest()
+    unshaped = f"{base64.urlsafe_b64encode(body).decode()}.{base64.urlsafe_b64encode(mac).decode().rstrip('=')}"
+    refusal({TOKEN_KEY: unshaped}, Connection(), "the page_context_token carries malformed claims")
+    refusal(
+        minted("c1"),
+        None,
+        "this client is stateless (no initialize handshake), so there is no MCP connection to bind the token to; "
+        "connect statefully to use computer_use",
+    )
+    refusal(
+        minted("c1"),
+        UNIDENTIFIED,
+        "the runtime cannot tell which MCP connection this call came on, so it cannot check the token's binding; "
+        "refused rather than guessed",
+    )
+    late = minted("c2")
+    clock.now += TOKEN_LIFETIME
+    refusal(
+        late,
+        Connection(),
+        "this page_context_token has expired: tokens live 120 s, and the host mints a fresh one for every call",
+    )
+    bound = Connection()
+    spent = minted("c3")
+    verifier.verify(spent, bound)
+    refusal(spent, bound, "this page_context_token was already used: tokens are one-time")
+    leaked = minted("c3")
+    refusal(leaked, Connection(), "this page_context_token was minted for another MCP connection")
+    refusal(
+        leaked,
+        bound,
+        "this page_context_token was presented on another MCP connection first and is void: it has leaked; the "
+        "host mints a fresh one for every call",
+    )
+    refusal(minted("c4"), bound, "this page_context_token was minted for another MCP connection")
+    refusal(
+        {**minted("c3"), CALL_KEY: "another-call"}, bound, "this page_context_token was minted for another tool call"
+    )
+    refusal(
+        minted("c5"),
+        NamedConnection("http-a"),
+        "this page_context_token was minted for an MCP connection, not an HTTP API connection id: send it on the "
+        "MCP connection it was minted for",
+    )
+    refusal(minted("http-b"), NamedConnection("http-a"), "this page_context_token was minted for another connection id")
+    refusal(
+        minted("http-c"),
+        Connection(),
+        "this page_context_token was minted for an HTTP API connection id (POST /v1/computer_use), not an MCP "
+        "connection: send it to /v1 with the Computer-Use-Connection id it was minted for",
+    )
+    closing = Connection()
+    verifier.verify(minted("c6"), closing)
+    await closing.exit_stack.aclose()
+    refusal(minted("c6"), Connection(), "the MCP connection this page_context_token was minted for has closed")
+    older = minted("c7")
+    request = await turn.provider_request()
+    refusal(older, Connection(), "a newer model request has started; its Page Context replaces this one")
+    changed = minted("c8")
+    registry.access_revision += 1  # what `PageRegistry.set_access` does when a Page's access is switched
+    refusal(changed, Connection(), "Page access changed since the Page Context was taken")
+    ended = minted("c9")
+    turn.end()
+    refusal(ended, Connection(), "the turn this token belongs to has ended")
+    assert [got for got, _ in said] == [expected for _, expected in said]
