@@ -109,6 +109,7 @@ GROUPS: tuple[Group, ...] = (
             ),
         ),
         (
+            "suites/unit/test_gateway_rules.py",
             "suites/gateway",
             "suites/security/test_gateway_boundary.py",
             "suites/security/test_local_user.py",
@@ -126,6 +127,9 @@ GROUPS: tuple[Group, ...] = (
             "suites/unit/test_sensitivity.py",
             "suites/policy/test_policy.py",
         ),
+        # pytest cannot find some of its ids again in a second in-process session (mutmut runs pytest in-process); the
+        # language tables it walks are data, which mutmut does not mutate, and the rules are proven by the others
+        keyword="not test_each_language_names_its_concept",
     ),
     Group(
         "reads",

@@ -79,8 +79,8 @@ class Approvals:
             f"ap-{secrets.token_hex(6)}", binding, page, concept, control[:MAX_FIELD], commits_to[:MAX_FIELD]
         )
         self._requests[request.id] = request
-        while len(self._requests) > MAX_PENDING:
-            self._forget(next(iter(self._requests)))
+        for oldest in list(self._requests)[: max(0, len(self._requests) - MAX_PENDING)]:
+            self._forget(oldest)
         return request
 
     def pending(self, binding: Binding) -> ApprovalRequest | None:
