@@ -308,7 +308,7 @@ def collect(group: Group, work: Path) -> list[Mutant]:
         module = name.split(".x", 1)[0].replace(".", "/") + ".py"
         mutants.append(Mutant(name, group.name, module, status))
     for mutant in mutants:
-        if mutant.status not in KILLED:
+        if mutant.status not in (*KILLED, "not checked"):
             shown = subprocess.run(
                 [str(MUTMUT), "show", mutant.name], cwd=work, capture_output=True, text=True, check=False
             ).stdout
