@@ -8,6 +8,7 @@ same rules are in `suites/security/test_session_ownership.py` and `suites/reliab
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -249,6 +250,7 @@ async def test_a_hidden_page_is_page_context_stale_with_a_message_that_says_to_o
     session = await world.manager.open(page, "t1", "h1")
     bystander = await world.manager.open(other, "t1", "h1")
     world.registry.hide(page.registry_page_id)
+    assert session.id not in world.manager.live  # ended when hidden, not only at the next call
     refused = refusal(lambda: world.manager.acquire(session.id, world.context(page)))
     assert said(refused) == (
         ReasonCode.page_context_stale,
@@ -371,6 +373,10 @@ def test_a_session_keeps_the_first_reason_it_was_invalidated_for_and_drops_its_f
     assert session.invalid == (ReasonCode.target_lost, "first", "hint")
 
 
+RUNTIME_REF = re.compile(r"[a-z]{3}[0-9]+")
+"""A ref the runtime draws: a random three-letter prefix and the element's position."""
+
+
 def elements(*names: str) -> tuple[Element, ...]:
     return tuple(Element(f"e{i}", "button", name) for i, name in enumerate(names, 1))
 
@@ -402,10 +408,12 @@ def test_refs_carry_over_only_from_a_frame_of_the_same_known_document() -> None:
     assert same.delta is not None
     assert [e.ref for e in same.snapshot.elements][:2] == old
     assert same.delta.added == {2}
+    assert all(RUNTIME_REF.fullmatch(e.ref) for e in same.snapshot.elements)
     assert same.snapshot.elements[2].ref[:3] not in {r[:3] for r in old}
     for document in ("other", None):
         fresh = session.new_frame(grown, "interactive", document=document, since=same)
         assert fresh.delta is None
+        assert all(RUNTIME_REF.fullmatch(e.ref) for e in fresh.snapshot.elements)
         assert not {e.ref for e in fresh.snapshot.elements} & {e.ref for e in same.snapshot.elements}
     unknown_before = session.new_frame(grown, "interactive", document=None)
     after = session.new_frame(grown, "interactive", document=None, since=unknown_before)
