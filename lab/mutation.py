@@ -169,6 +169,7 @@ GROUPS: tuple[Group, ...] = (
             *_methods("runtime.session", "ComputerSession", "invalidate", "new_frame"),
         ),
         (
+            "suites/unit/test_session_binding.py",
             "suites/security/test_session_ownership.py",
             "suites/reliability/test_sessions.py",
         ),
