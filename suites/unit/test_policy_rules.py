@@ -220,6 +220,7 @@ DECIDING = [
     ("foreign-frame", CLICK, [button("OK", frame=FOREIGN)], WITH_FOREIGN, False, ANOTHER_SITE, None),
     ("foreign-frame-element", CLICK, [button("OK", iframe_frame_id="F2")], WITH_FOREIGN, False, ANOTHER_SITE, None),
     ("named-click", CLICK, [button("Delete")], PLAIN, False, named_control("delete"), "delete"),
+    ("named-icon", CLICK, [button("Delete", visible="")], PLAIN, False, named_control("delete"), "delete"),
     ("named-press", ENTER, [button("Delete")], PLAIN, False, named_control("delete"), "delete"),
     ("named-by-tag", CLICK, [button("Delete", role="summary")], PLAIN, False, named_control("delete"), "delete"),
     ("named-by-form", CLICK, [button("Delete", form("Next"), role="generic")], PLAIN, False, named_control("delete"),
@@ -297,6 +298,9 @@ SILENT = [
     ("pressed-toggle", CLICK, [button("Save", role="switch", listens_press=True)], PLAIN, False),
     ("mismatch-commits-nothing", CLICK, [button("Save", visible="Save a copy")], PLAIN, False),
     ("mismatch-without-a-name", CLICK, [button("", form("Next"), visible="Save a copy")], PLAIN, False),
+    ("typed-into-sign-in-form", Action(type="type", ref="e1", text="Alex"),
+     [button("Display name", form("Next", password=True), role="textbox", text_entry=True, commits_form=False)],
+     PLAIN, False),
     ("hovered-read", CLICK, [button("Details", listens_pointer=True)], PLAIN, False),
     ("hover-unread-no-control", CLICK, [button("Details", role="heading", listens_pointer=True)], PLAIN, True),
     ("benign-choice", Action(type="select", ref="e1", values=["de"]),
@@ -339,3 +343,11 @@ def test_each_navigation_rule_alone_decides_with_its_own_message(
 ) -> None:
     handover = needs_user(Action(type="navigate", url=url), Reading([]), PLAIN, f"{ORIGIN}/x")
     assert ((handover.message, handover.concept) if handover else (None, None)) == (message, concept)
+
+
+def test_a_host_that_only_case_mapping_makes_equal_is_another_origin() -> None:
+    """Hosts compare lower-cased, never upper-cased: "STRASSE" is what "straße" upper-cases to, yet a browser maps
+    straße.example to its own punycode host, another site than strasse.example."""
+    reason = navigation("http://straße.example/", "http://strasse.example/")
+    assert reason is not None
+    assert reason.message == LEAVES
