@@ -106,6 +106,10 @@ EVASIONS = [
     ("dashes as spaces", "Sign-in", "sign in"),
     ("decomposed umlaut", "Lo\u0308schen", "delete"),
     ("eszett", "KONTO SCHLIESSEN", "close account"),
+    ("underscores as spaces", "Place_order", "order"),
+    ("one look-alike among non-ascii letters", "Lösсhen", "delete"),  # Cyrillic с beside the German ö
+    ("look-alike currency after a digit", "Subscribe — 9υѕԁ", "subscribe"),  # a word of a digit and look-alikes
+    ("glued to a benign phrase", "Remove itemRemove account", "remove"),  # text nodes joined without a space
 ]
 
 
