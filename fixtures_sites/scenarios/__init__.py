@@ -21,6 +21,7 @@ from fixtures_sites.scenarios import (
     race,
     realapps,
     realistic,
+    rules,
     sensitive,
     shadow,
     stall,
@@ -52,6 +53,7 @@ MODULES = (
     submit,
     realapps,
     pointer,
+    rules,
 )
 
 ROUTES = tuple(route for module in MODULES for route in module.ROUTES)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from runtime import policy
 from runtime.commit import FormRead, Reading, Target, mode_of
 from runtime.models import Action
-from runtime.policy import navigation, needs_user
+from runtime.policy import PAYMENT, PRESSED, SIGN_IN, Handover, navigation, needs_user
 from runtime.probe import FrameContext, Structure
 
 pytestmark = pytest.mark.req("unit:policy-rules")
@@ -174,3 +175,179 @@ def test_a_hover_listener_counts_on_any_control_when_the_pointer_could_not_be_mo
     unread = needs_user(CLICK, Reading([hovering], hover_unread=True), PLAIN, f"{ORIGIN}/x")
     assert unread is not None
     assert "pointer" in unread.message
+
+
+# -- each rule the deciding one (issue 30) -------------------------------------------------------------------------
+# Every case below fires exactly one rule: the structure is plain unless the rule is the structure's, the control
+# says nothing sensitive unless the rule is a name's, and nothing listens for the pointer unless that is the rule. So
+# a rule that stops firing, or fires with another message or concept, fails its own case (not a case where another
+# rule hands the write over anyway). Messages are asserted whole: the model reads them.
+PAYMENT_PAGE = Structure(f"{ORIGIN}/pay", "Checkout", has_password=False, has_captcha=False, has_payment_fields=True)
+FOREIGN = FrameContext("s2", "F2", "http://127.0.0.1:8000/w", 2, top=False)
+WITH_FOREIGN = Structure(f"{ORIGIN}/x", "Shop", False, False, False, foreign_forms=frozenset({"F2"}))
+NEXT = button("Next")
+"""A control no rule objects to: it names nothing, submits nothing, listens for nothing."""
+ANOTHER_SITE = "This control is part of another site's form embedded in the Page. The user must use it themselves."
+DISAGREE = (
+    "This control's accessible name and its visible text disagree. "
+    "The user must check what it does and activate it themselves."
+)
+POINTER = "This control reacts to the pointer and can change what it says as it is pressed. The user must use it."
+LEAVES = (
+    "This navigation leaves the origin the user authorized for this Page. "
+    "The user must approve the new site (open it themselves, then authorize it)."
+)
+
+
+def named_control(concept: str) -> str:
+    return f"This control is a sensitive or irreversible action ({concept}). The user must confirm it."
+
+
+def decide(action: Action, *targets: Target, structure: Structure = PLAIN, hover_unread: bool = False) -> Handover:
+    handover = needs_user(action, Reading(list(targets), hover_unread=hover_unread), structure, f"{ORIGIN}/x")
+    assert handover is not None, "not handed over"
+    return handover
+
+
+DECIDING = [
+    # the Page's structure (the control itself is silent)
+    ("page-password", Action(type="type", ref="e1", text="ada"), [button("Notes", role="textbox", text_entry=True)],
+     LOGIN, False, SIGN_IN, None),
+    ("page-captcha", CLICK, [NEXT], CAPTCHA, False, policy.CAPTCHA, None),
+    ("page-payment", CLICK, [NEXT], PAYMENT_PAGE, False, PAYMENT, None),
+    ("page-payment-no-target", ENTER, [], PAYMENT_PAGE, False, PAYMENT, None),
+    # the element the write goes through (on a plain Page)
+    ("foreign-frame", CLICK, [button("OK", frame=FOREIGN)], WITH_FOREIGN, False, ANOTHER_SITE, None),
+    ("foreign-frame-element", CLICK, [button("OK", iframe_frame_id="F2")], WITH_FOREIGN, False, ANOTHER_SITE, None),
+    ("named-click", CLICK, [button("Delete")], PLAIN, False, named_control("delete"), "delete"),
+    ("named-icon", CLICK, [button("Delete", visible="")], PLAIN, False, named_control("delete"), "delete"),
+    ("named-press", ENTER, [button("Delete")], PLAIN, False, named_control("delete"), "delete"),
+    ("named-by-tag", CLICK, [button("Delete", role="summary")], PLAIN, False, named_control("delete"), "delete"),
+    ("named-by-form", CLICK, [button("Delete", form("Next"), role="generic")], PLAIN, False, named_control("delete"),
+     "delete"),
+    ("named-sign-in-button", CLICK, [button("Sign in")], PLAIN, False, named_control("sign in"), "sign in"),
+    ("named-sign-in-link-submits", CLICK, [button("Sign in", form("Next"), role="link")], PLAIN, False,
+     named_control("sign in"), "sign in"),
+    ("pressed", CLICK, [button("Save draft", listens_press=True)], PLAIN, False, PRESSED, None),
+    ("pressed-tag", CLICK, [button("Save draft", role="summary", listens_press=True)], PLAIN, False, PRESSED, None),
+    ("disagree-form", CLICK, [button("Save", form("Save"), visible="Save a copy")], PLAIN, False, DISAGREE, None),
+    ("disagree-link", CLICK, [button("Help", role="link", href=f"{ORIGIN}/help", visible="Help centre")], PLAIN,
+     False, DISAGREE, None),
+    ("pointer-form", CLICK, [button("Save", form("Save"), listens_pointer=True)], PLAIN, False, POINTER, None),
+    ("pointer-link", ENTER, [button("Help", role="link", href=f"{ORIGIN}/help", listens_pointer=True)], PLAIN, False,
+     POINTER, None),
+    ("pointer-unread", CLICK, [button("Details", listens_pointer=True)], PLAIN, True, POINTER, None),
+    ("choice", Action(type="select", ref="e1", values=["weekly"]),
+     [button("Standing order", role="combobox", options=(("Send €50 every week", "weekly"), ("None", "none")))],
+     PLAIN, False, "This choice is a sensitive or irreversible action (send). The user must make it themselves.",
+     "send"),
+    ("choice-by-label", Action(type="select", ref="e1", values=["Send €50 every week"]),
+     [button("Standing order", role="combobox", options=(("Send €50 every week", "weekly"),))],
+     PLAIN, False, "This choice is a sensitive or irreversible action (send). The user must make it themselves.",
+     "send"),
+    ("form-password", CLICK, [button("Next", form("Next", password=True))], PLAIN, False, SIGN_IN, None),
+    ("form-payment", CLICK, [button("Next", form("Next", payment=True))], PLAIN, False, PAYMENT, None),
+    ("form-submitter", ENTER, [button("Gift", form("Next", "Place order"), role="textbox", text_entry=True)], PLAIN,
+     False, "This submits a sensitive or irreversible form (order). The user must confirm it themselves.", "order"),
+    ("form-check", CLICK, [button("Next", FormRead(f"{ORIGIN}/save", "post", ("Next",), ("I authorise this payment",),
+                                                   False, False))],
+     PLAIN, False, "This submits a sensitive or irreversible form (pay). The user must confirm it themselves.", "pay"),
+    ("form-action", CLICK, [button("Next", form("Next", action=f"{ORIGIN}/account/delete"))], PLAIN, False,
+     "This submits a sensitive or irreversible form (delete). The user must confirm it themselves.", "delete"),
+    ("link", CLICK, [button("Details", role="link", href=f"{ORIGIN}/orders/delete?id=1")], PLAIN, False,
+     "This link performs an action (delete). The user must confirm it themselves.", "delete"),
+    ("link-second-target", CLICK, [NEXT, button("Details", role="link", href=f"{ORIGIN}/orders/delete?id=1")], PLAIN,
+     False, "This link performs an action (delete). The user must confirm it themselves.", "delete"),
+    # a write named sensitive, but a rule the user may not waive decides (`_unnamed`)
+    ("unnamed-payment-page", CLICK, [button("Delete")], PAYMENT_PAGE, False, PAYMENT, None),
+    ("unnamed-other-target", CLICK, [button("Delete"), button("Save draft", listens_press=True)], PLAIN, False,
+     PRESSED, None),
+    ("unnamed-foreign-target", CLICK, [button("Delete"), button("OK", frame=FOREIGN)], WITH_FOREIGN, False,
+     ANOTHER_SITE, None),
+    ("unnamed-hover-unread", CLICK, [button("Delete", listens_pointer=True)], PLAIN, True, POINTER, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("action", "targets", "structure", "hover_unread", "message", "concept"),
+    [case[1:] for case in DECIDING],
+    ids=[case[0] for case in DECIDING],
+)
+def test_each_rule_alone_hands_the_write_over_with_its_own_message_and_concept(
+    action: Action,
+    targets: list[Target],
+    structure: Structure,
+    hover_unread: bool,
+    message: str,
+    concept: str | None,
+) -> None:
+    handover = decide(action, *targets, structure=structure, hover_unread=hover_unread)
+    assert (handover.message, handover.concept) == (message, concept)
+    if concept is not None:  # the allow-once approval acts on exactly the element the verdict was read from
+        assert handover.target in targets
+
+
+SILENT = [
+    ("next", CLICK, [NEXT], PLAIN, False),
+    ("no-target", CLICK, [], PLAIN, False),
+    ("same-origin-frame", CLICK, [button("OK", frame=FOREIGN)], PLAIN, False),
+    ("sign-in-link", CLICK, [button("Sign in", role="link", href=f"{ORIGIN}/login/")], PLAIN, False),
+    ("typed-into-named", Action(type="type", ref="e1", text="x"), [button("Delete", role="textbox", text_entry=True)],
+     PLAIN, False),
+    ("named-text-entry-enter", ENTER, [button("Delete", role="textbox", text_entry=True)], PLAIN, False),
+    ("pressed-toggle", CLICK, [button("Save", role="switch", listens_press=True)], PLAIN, False),
+    ("mismatch-commits-nothing", CLICK, [button("Save", visible="Save a copy")], PLAIN, False),
+    ("mismatch-without-a-name", CLICK, [button("", form("Next"), visible="Save a copy")], PLAIN, False),
+    ("typed-into-sign-in-form", Action(type="type", ref="e1", text="Alex"),
+     [button("Display name", form("Next", password=True), role="textbox", text_entry=True, commits_form=False)],
+     PLAIN, False),
+    ("hovered-read", CLICK, [button("Details", listens_pointer=True)], PLAIN, False),
+    ("hover-unread-no-control", CLICK, [button("Details", role="heading", listens_pointer=True)], PLAIN, True),
+    ("benign-choice", Action(type="select", ref="e1", values=["de"]),
+     [button("Language", role="combobox", options=(("Deutsch", "de"), ("Send €50 every week", "weekly")))],
+     PLAIN, False),
+    ("link-typed-into", Action(type="type", ref="e1", text="x"),
+     [button("Details", role="link", href=f"{ORIGIN}/orders/delete?id=1")], PLAIN, False),
+    ("write-without-structure", CLICK, [button("Delete")], None, False),
+    ("read-on-login", Action(type="scroll", direction="down"), [], LOGIN, False),
+    ("read-on-captcha", Action(type="scroll", direction="down"), [], CAPTCHA, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("action", "targets", "structure", "hover_unread"), [case[1:] for case in SILENT], ids=[case[0] for case in SILENT]
+)
+def test_a_write_no_rule_objects_to_is_the_agents(
+    action: Action, targets: list[Target], structure: Structure | None, hover_unread: bool
+) -> None:
+    """The other side of each rule's boundary: the write is the agent's to do (reads are never blocked)."""
+    reading = Reading(list(targets), hover_unread=hover_unread)
+    assert needs_user(action, reading, structure, f"{ORIGIN}/x") is None
+
+
+@pytest.mark.parametrize(
+    ("url", "message", "concept"),
+    [
+        ("http://localhost:8001/x", LEAVES, None),  # another port on the same host
+        ("http://127.0.0.1:8000/x", LEAVES, None),
+        (
+            f"{ORIGIN}/evasion/delete?id=1",
+            "This address performs an action (delete). The user must confirm it themselves.",
+            "delete",
+        ),
+        ("http://LOCALHOST:8000/help", None, None),  # a host compares case-blind
+    ],
+)
+def test_each_navigation_rule_alone_decides_with_its_own_message(
+    url: str, message: str | None, concept: str | None
+) -> None:
+    handover = needs_user(Action(type="navigate", url=url), Reading([]), PLAIN, f"{ORIGIN}/x")
+    assert ((handover.message, handover.concept) if handover else (None, None)) == (message, concept)
+
+
+def test_a_host_that_only_case_mapping_makes_equal_is_another_origin() -> None:
+    """Hosts compare lower-cased, never upper-cased: "STRASSE" is what "straße" upper-cases to, yet a browser maps
+    straße.example to its own punycode host, another site than strasse.example."""
+    reason = navigation("http://straße.example/", "http://strasse.example/")
+    assert reason is not None
+    assert reason.message == LEAVES

@@ -106,6 +106,10 @@ EVASIONS = [
     ("dashes as spaces", "Sign-in", "sign in"),
     ("decomposed umlaut", "Lo\u0308schen", "delete"),
     ("eszett", "KONTO SCHLIESSEN", "close account"),
+    ("underscores as spaces", "Place_order", "order"),
+    ("one look-alike among non-ascii letters", "Lösсhen", "delete"),  # Cyrillic с beside the German ö
+    ("look-alike currency after a digit", "Subscribe — 9υѕԁ", "subscribe"),  # a word of a digit and look-alikes
+    ("glued to a benign phrase", "Remove itemRemove account", "remove"),  # text nodes joined without a space
 ]
 
 
@@ -226,6 +230,8 @@ def test_a_url_naming_a_side_effect_names_its_concept(url: str, concept: str) ->
         "/payments",
         "/payment-methods",
         "/search?q=delete+my+account",
+        "/search?page=2&q=delete",  # the search key is found among several pairs
+        "/search?q=delete=1",  # an "=" in the value is the value's
         "/popup/confirm",
         "/catalogue/newsletter",
         "/chat/send",
@@ -237,6 +243,12 @@ def test_a_url_naming_a_side_effect_names_its_concept(url: str, concept: str) ->
 )
 def test_a_listing_or_a_search_url_names_no_side_effect(url: str) -> None:
     assert sensitive_url(url) is None
+
+
+def test_a_url_is_decoded_up_to_three_times_as_docs_policy_says() -> None:
+    """The bound is what keeps a decode loop cheap on hostile input; docs/policy.md states it as three."""
+    assert sensitive_url("/a/%252564elete") == "delete"  # "%25" twice, then "%64": three decodes
+    assert sensitive_url("/a/%25252564elete") is None  # a fourth would be needed
 
 
 def test_activating_roles_are_the_controls_whose_activation_can_commit() -> None:
