@@ -204,6 +204,7 @@ def press(key: str) -> Action:
         (Action(type="type", ref="e1", text="hi", submit=True), "submit"),
         (press("Enter"), "enter"),
         (press("Control+Enter"), "enter"),
+        (press("Control+Shift+Enter"), "enter"),
         (press("NumpadEnter"), "enter"),
         (press(" Return "), "enter"),
         (press("Space"), "space"),
@@ -578,6 +579,33 @@ async def test_focus_is_not_held_when_a_node_is_gone_or_there_is_no_top_document
     assert await holds_focus(probe_, Reading([PAY_TOP])) is False
     probe_.frames = child_only  # type: ignore[method-assign]
     assert await holds_focus(probe_, Reading([PAY_CHILD])) is False
+
+
+async def test_the_focus_is_compared_in_the_top_documents_session_only() -> None:
+    """An out-of-process frame listed after the top one is another session: neither the focus nor the candidates
+    are read there."""
+    _, probe_ = replay("focus_hit")
+    oopif = FrameContext("OOPIF-SESSION", "OOPIF", "https://other.example/", 9, False)
+
+    async def with_oopif() -> list[FrameContext]:
+        return [TOP, oopif]
+
+    probe_.frames = with_oopif  # type: ignore[method-assign]
+    assert await holds_focus(probe_, Reading([PAY_TOP])) is True
+
+
+async def test_a_focused_element_that_cannot_be_described_matches_no_candidate_even_a_gone_one() -> None:
+    """Two unknowns are not the same node: the focused element and a candidate both gone is not a match."""
+    chromium, probe_ = replay("focus_hit")
+
+    async def gone(params: dict[str, Any]) -> dict[str, Any] | None:
+        if params["objectId"] in ("3741203540693080969.4.4", "gone"):
+            raise CDPError("No node with given id found")
+        return None
+
+    chromium.script["DOM.describeNode"] = gone
+    stale = Target(**{**PAY_TOP.__dict__, "object_id": "gone"})
+    assert await holds_focus(probe_, Reading([PAY_TOP, stale])) is False
 
 
 # --- probe: structure, ax_nodes, query_ax, is_visible, _role, ax_property ---------------------------------------
