@@ -298,6 +298,11 @@ async def test_a_change_listener_commits_nothing_for_a_click_nor_for_a_select_wi
     assert formless.form is None
     (clicked,) = await commit._reads(probe_, frames[0], [remote], "click")
     assert clicked.commits_form is False
+    del chromium.script["Runtime.callFunctionOn"]
+    chromium.script["DOMDebugger.getEventListeners"] = answers({"listeners": [{"type": "click"}]})
+    (unheard,) = await commit._reads(probe_, frames[0], [remote], "select")
+    assert unheard.form == PAY_FORM
+    assert unheard.commits_form is False
 
 
 async def test_enter_reads_the_focused_element_with_its_own_role_and_no_accessible_name() -> None:
@@ -478,7 +483,11 @@ async def test_an_iframe_read_carries_its_child_frame_id() -> None:
     chromium.script["Runtime.callFunctionOn"] = answers(raw)
     described = recorded("point", "DOM.describeNode")
     described["node"]["frameId"] = "OOPIF1"
-    chromium.script["DOM.describeNode"] = answers(described)
+
+    async def describe(params: dict[str, Any]) -> dict[str, Any] | None:
+        return copy.deepcopy(described) if params == {"objectId": "3741203540693080969.4.6"} else None
+
+    chromium.script["DOM.describeNode"] = describe
     chromium.script["DOMDebugger.getEventListeners"] = answers({"listeners": []})
     chromium.script["DOM.resolveNode"] = answers({"object": {"objectId": "x"}})
     chromium.script["Runtime.releaseObject"] = answers({})
@@ -714,6 +723,13 @@ async def test_ax_nodes_drop_ignored_nodes_and_other_roles_and_ask_each_role_wit
     assert len(asked) > 1
     assert all("role" in p and p["accessibleName"] == "" for p in asked)
     assert [p["role"] for p in asked] == sorted(p["role"] for p in asked)
+    chromium.sent.clear()
+    image = {**card, "role": {"type": "role", "value": "image"}}
+    chromium.script["Accessibility.queryAXTree"] = answers({"nodes": [image]})
+    assert await probe_.ax_nodes("img", "Card") == [image]  # `img` is two Chromium roles: one query by name
+    assert [p for m, p in chromium.sent if m == "Accessibility.queryAXTree"] == [
+        {"objectId": "3741203540693080969.4.1", "accessibleName": "Card"}
+    ]
     chromium.sent.clear()
     await probe_.ax_nodes("button", None)
     assert [p for m, p in chromium.sent if m == "Accessibility.queryAXTree"] == [
