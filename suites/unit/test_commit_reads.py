@@ -305,6 +305,22 @@ async def test_a_change_listener_commits_nothing_for_a_click_nor_for_a_select_wi
     assert unheard.commits_form is False
 
 
+async def test_a_read_keeps_the_refs_role_word_and_the_pages_text_entry() -> None:
+    """The role the ref was found by (the snapshot's word) is the target's, over the element's own; a text field
+    is read as one (Enter in it submits its form)."""
+    chromium, probe_ = replay("select")
+    frames = await attached(probe_, chromium, "select")
+    raw = recorded("select", "Runtime.callFunctionOn")
+    raw["result"]["value"]["textEntry"] = True
+    chromium.script["Runtime.callFunctionOn"] = answers(raw)
+    remote = {"objectId": "3741203540693080969.4.3", "accessibleName": "Plan", "role": "listbox"}
+    (target,) = await commit._reads(probe_, frames[0], [remote], "select")
+    assert target.role == "listbox"
+    assert target.text_entry is True
+    (own,) = await commit._reads(probe_, frames[0], [{"objectId": "3741203540693080969.4.3"}], "select")
+    assert own.role == "combobox"
+
+
 async def test_enter_reads_the_focused_element_with_its_own_role_and_no_accessible_name() -> None:
     chromium, probe_ = replay("enter")
     frames = await attached(probe_, chromium, "enter")
