@@ -140,6 +140,7 @@ GROUPS: tuple[Group, ...] = (
             *_functions("runtime.probe", "_role", "ax_property"),
         ),
         (
+            "suites/unit/test_commit_reads.py",
             "suites/unit/test_policy_rules.py",
             "suites/policy/test_policy.py",
             "suites/policy/test_probe_worlds.py",
