@@ -180,6 +180,7 @@ GROUPS: tuple[Group, ...] = (
         ("runtime/observation.py",),
         ("runtime.observation.*",),
         (
+            "suites/unit/test_observation_rendering.py",
             "suites/unit/test_relation_and_rendering.py",
             "suites/unit/test_delta.py",
             "suites/injection/test_forged_output.py",
