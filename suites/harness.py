@@ -27,6 +27,7 @@ from runtime.capability.host import ProviderRequest, Turn
 from runtime.client import HostedClient
 from runtime.mcp.server import ComputerUseServer, build_server
 from runtime.models import ComputerUseResult, Page, from_text
+from runtime.session import ComputerSession
 
 BACKENDS = ("playwright_mcp", "chrome_devtools_mcp", "open_claude_chrome")
 
@@ -280,3 +281,17 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def bare_session() -> ComputerSession:
+    """A ComputerSession with nothing behind it, for the unit tests of what a session keeps (frames, refs, its end)."""
+    return ComputerSession(
+        page=None,  # type: ignore[arg-type]
+        target_id="t",
+        revision=0,
+        backend_name="b",
+        backend=None,  # type: ignore[arg-type]
+        probe=None,  # type: ignore[arg-type]
+        gateway=None,  # type: ignore[arg-type]
+        workdir=None,  # type: ignore[arg-type]
+    )

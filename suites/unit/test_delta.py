@@ -11,7 +11,8 @@ import pytest
 from runtime.backend import Element, Snapshot
 from runtime.delta import carry
 from runtime.observation import render, render_delta
-from runtime.session import PREFIX_CHARS, ComputerSession, Frame, view
+from runtime.session import PREFIX_CHARS, Frame, view
+from suites.harness import bare_session
 
 pytestmark = pytest.mark.req("delta:refs-kept", "delta:changes-only")
 
@@ -71,7 +72,7 @@ def test_the_changes_name_the_frame_and_show_only_changed_and_added_lines_and_re
         "Welcome",
         upstream(("e9", "link", "Undo"), *ROWS[1:], ("e4", "textbox", "Search"), value={"e4": "tent"}),
     )
-    session = session_for()
+    session = bare_session()
     first = session.new_frame(old_snapshot, "interactive", document="doc-1")
     second = session.new_frame(new_snapshot, "interactive", document="doc-1", since=first)
     assert second.delta is not None
@@ -93,7 +94,7 @@ def test_the_changes_name_the_frame_and_show_only_changed_and_added_lines_and_re
 def test_nothing_is_carried_across_documents_or_from_a_frame_whose_document_is_unknown() -> None:
     snapshot = Snapshot("u", "t", "", upstream(*ROWS))
     for before, after in (("doc-1", "doc-2"), (None, None), ("doc-1", None)):
-        session = session_for()
+        session = bare_session()
         first = session.new_frame(snapshot, "interactive", document=before)
         second = session.new_frame(snapshot, "interactive", document=after, since=first)
         assert second.delta is None
@@ -101,7 +102,7 @@ def test_nothing_is_carried_across_documents_or_from_a_frame_whose_document_is_u
 
 
 def test_new_refs_never_collide_with_refs_carried_from_older_frames() -> None:
-    session = session_for()
+    session = bare_session()
     frame = session.new_frame(Snapshot("u", "t", "", upstream(*ROWS)), "interactive", document="d")
     for step in range(200):  # each act adds one element and keeps the others: prefixes pile up
         elements = (*frame.upstream.elements, Element(f"n{step}", "button", f"New {step}"))
@@ -112,21 +113,8 @@ def test_new_refs_never_collide_with_refs_carried_from_older_frames() -> None:
     assert len({ref[:PREFIX_CHARS] for ref in refs}) > 100  # carried refs of many frames live side by side
 
 
-def session_for() -> ComputerSession:
-    return ComputerSession(
-        page=None,  # type: ignore[arg-type]
-        target_id="t",
-        revision=0,
-        backend_name="b",
-        backend=None,  # type: ignore[arg-type]
-        probe=None,  # type: ignore[arg-type]
-        gateway=None,  # type: ignore[arg-type]
-        workdir=None,  # type: ignore[arg-type]
-    )
-
-
 def test_a_frame_maps_each_carried_ref_to_the_new_snapshot_element() -> None:
-    session = session_for()
+    session = bare_session()
     first = session.new_frame(Snapshot("u", "t", "", upstream(*ROWS)), "interactive", document="d")
     moved = upstream(("e3", "button", "Save C"), ("e1", "button", "Save A"), ("e2", "button", "Save B"))
     second = session.new_frame(Snapshot("u", "t", "", moved), "interactive", document="d", since=first)

@@ -19,7 +19,6 @@ from runtime.capability.host import PageContext
 from runtime.models import Page
 from runtime.reasons import ReasonCode
 from runtime.registry.registry import PageRegistry
-from runtime.session import ComputerSession
 from runtime.sessions import (
     EARLIER_TURN,
     ENDED,
@@ -31,6 +30,7 @@ from runtime.sessions import (
     SessionManager,
 )
 from runtime.settings import Settings
+from suites.harness import bare_session
 
 pytestmark = pytest.mark.req("sessions:owner", "sessions:end-with-owner", "sessions:resources-end")
 
@@ -348,19 +348,6 @@ async def test_tombstones_are_bounded_and_the_oldest_go_first(world: World) -> N
     assert f"cs_{TOMBSTONES}" in world.manager.ended
     assert first not in world.manager.ended
     await world.manager.close()
-
-
-def bare_session() -> ComputerSession:
-    return ComputerSession(
-        page=None,  # type: ignore[arg-type]
-        target_id="t",
-        revision=0,
-        backend_name="b",
-        backend=None,  # type: ignore[arg-type]
-        probe=None,  # type: ignore[arg-type]
-        gateway=None,  # type: ignore[arg-type]
-        workdir=None,  # type: ignore[arg-type]
-    )
 
 
 def test_a_session_keeps_the_first_reason_it_was_invalidated_for_and_drops_its_frame() -> None:
