@@ -46,7 +46,11 @@ class Reading:
 @dataclass
 class Eyes:
     """The lab's own eyes on Page A: `reader` is a JS expression (it may use `deep`) giving the app's state as a
-    JSON object; `see` waits (bounded, in the page) until the state holds what a step should have left."""
+    JSON object; `see` waits (bounded, in the page) until the state holds what a step should have left.
+
+    Each task reads the app's first state before the agent's first observe: the window's load event comes before an
+    app that loads its components lazily (Shoelace's autoloader, Ionic, a React or Svelte mount) has rendered, and a
+    task is about the app, not about the race with its boot."""
 
     run: Run
     reader: str
@@ -122,8 +126,8 @@ async def swagger(run: Run) -> None:
     the app sends to the local API), verify the response it shows, then hover the operation's row (a scroll by ref)
     and click the copy button the hover reveals."""
     eyes = Eyes(run, SWAGGER)
-    seen = await run.observe("observe the API", page="left")
     await eyes.see("observe the API", writes=0, tags=["catalogue", "stock", "orders", "suppliers", "sites"], open=[])
+    seen = await run.observe("observe the API", page="left")
     seen = await run.act(
         seen,
         "filter by the orders tag",
@@ -199,8 +203,8 @@ async def datatables(run: Run) -> None:
     """DataTables (jQuery): a 144-row inventory, paged; search it, sort it, page through it, change the page
     length, and verify the table's own summary line."""
     eyes = Eyes(run, DATATABLES)
-    seen = await run.observe("observe the table", page="left")
     await eyes.see("observe the table", writes=0, length=10, pages=15, shown=144, search="")
+    seen = await run.observe("observe the table", page="left")
     seen = await run.act(
         seen,
         "search Osaka",
@@ -249,8 +253,8 @@ async def jsoneditor(run: Run) -> None:
     document = {"warehouse": "Northwind Osaka", "manager": "Aiko Tanaka", "open": True,
                 "bins": {"A1": "Hex nut", "A2": "Wing nut", "B1": "Rivet"},
                 "staff": ["Aiko Tanaka", "Ren Sato", "Mei Kobayashi"]}  # fmt: skip
-    seen = await run.observe("observe the document", page="left")
     await eyes.see("observe the document", json=document)
+    seen = await run.observe("observe the document", page="left")
     seen = await run.act(
         seen, "collapse all", ("action:click",), type="click", ref=run.ref(seen, "button", '"Collapse all fields"')
     )
@@ -283,8 +287,8 @@ SVELTE_JSONEDITOR = """(() => ({
 async def svelte_jsoneditor(run: Run) -> None:
     """svelte-jsoneditor (Svelte): toggle a boolean, switch to the text mode, verify the text there."""
     eyes = Eyes(run, SVELTE_JSONEDITOR)
-    seen = await run.observe("observe the document", page="left")
     await eyes.see("observe the document", text=False)
+    seen = await run.observe("observe the document", page="left")
     seen = await run.act(
         seen,
         "toggle open",
@@ -314,8 +318,8 @@ async def tinymce(run: Run) -> None:
     """TinyMCE (its editing area is an iframe): align the paragraph right, then justify it, undo, verify the
     text inside the iframe."""
     eyes = Eyes(run, TINYMCE)
-    seen = await run.observe("observe the editor", page="left")
     await eyes.see("observe the editor", content="<p>Hello, World!</p>", frameText="Hello, World!")
+    seen = await run.observe("observe the editor", page="left")
     seen = await run.act(
         seen, "align right", ("action:click",), type="click", ref=run.ref(seen, "button", '"Align right"')
     )
@@ -348,8 +352,8 @@ async def shoelace(run: Run) -> None:
     """Shoelace (Lit web components, every control inside a shadow root): type a name, pick from a custom
     select, type a comment, open a details panel, verify the fields."""
     eyes = Eyes(run, SHOELACE)
-    seen = await run.observe("observe the form", page="left")
     await eyes.see("observe the form", name="", animal="", details=False)
+    seen = await run.observe("observe the form", page="left")
     seen = await run.act(
         seen, "type the name", ("action:type",), type="type", ref=run.ref(seen, "textbox", '"Name'), text="Ada Lovelace"
     )
@@ -401,8 +405,8 @@ async def rapidoc(run: Run) -> None:
     shadow roots of their own; the long read mode): switch a response to its schema, try the first operation
     against the local API, verify its response."""
     eyes = Eyes(run, RAPIDOC)
-    seen = await run.observe("observe the API", page="left")
     await eyes.see("observe the API", writes=0, operations=18, schemaTabs=0, response=False)
+    seen = await run.observe("observe the API", page="left")
     seen = await run.act(
         seen, "show a schema", ("action:click",), type="click", ref=run.ref(seen, "button", '"SCHEMA"')
     )
@@ -427,8 +431,8 @@ async def ionic(run: Run) -> None:
     """Ionic (Stencil web components: the toggle, checkbox, range and accordion parts in shadow roots): type a
     name, switch a toggle, tick a checkbox, open an accordion, verify."""
     eyes = Eyes(run, IONIC)
-    seen = await run.observe("observe the settings", page="left")
     await eyes.see("observe the settings", name="", toggle=False, agreed=False, accordion=None)
+    seen = await run.observe("observe the settings", page="left")
     seen = await run.act(
         seen,
         "type the name",
