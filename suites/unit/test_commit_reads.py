@@ -450,7 +450,7 @@ async def test_an_ax_tree_that_does_not_answer_in_time_is_searched_by_its_dom(mo
     await attached(probe_, chromium, "click")
 
     async def never(params: dict[str, Any]) -> dict[str, Any]:
-        await asyncio.sleep(30)
+        await asyncio.Event().wait()  # never set: only AX_WAIT (and the wait_for below) end it
         raise AssertionError("waited")
 
     async def document(params: dict[str, Any]) -> dict[str, Any] | None:
