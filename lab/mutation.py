@@ -79,6 +79,7 @@ GROUPS: tuple[Group, ...] = (
         ("runtime.capability.*",),
         (
             "suites/unit/test_capability.py",
+            "suites/unit/test_capability_turns.py",
             "suites/unit/test_approvals.py",
             "suites/security/test_tokens_hosts.py",
             "suites/security/test_tokens_lifetime.py",

@@ -12,6 +12,7 @@ import base64
 import gc
 import hashlib
 import hmac
+import re
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -41,6 +42,15 @@ CLAIMS = Claims("t1", "conn-a", "host-1", "host-1-turn-1", "host-1-turn-1-req-1"
 def test_a_signed_token_opens_to_exactly_its_claims() -> None:
     secret = new_secret()
     assert open_token(sign(CLAIMS, secret), secret) == CLAIMS
+
+
+def test_a_token_is_two_unpadded_base64url_parts_whatever_the_lengths_of_its_claims() -> None:
+    secret = new_secret()
+    for n in range(6):  # claims of every length modulo 3: every padding base64 could need
+        claims = Claims(**{**CLAIMS.__dict__, "token_id": "t" * (n + 1)})
+        token = sign(claims, secret)
+        assert re.fullmatch(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+", token), token
+        assert open_token(token, secret) == claims
 
 
 @pytest.mark.parametrize("token", [None, "", "abc", "a.b.c", 42, "!!!.???"])
