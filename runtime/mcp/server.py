@@ -108,7 +108,7 @@ def build_server(service: ComputerUseService) -> ComputerUseServer:
 
     @server.tool(name=TOOL, title=ANNOTATIONS.title, annotations=ANNOTATIONS, structured_output=True)
     async def computer_use(
-        command: Command,
+        command: Annotated[Command, Field(description="See the tool description for each.")],
         ctx: Context,
         page: Annotated[
             Id | None,
@@ -118,10 +118,10 @@ def build_server(service: ComputerUseService) -> ComputerUseServer:
             Detail, Field(description="observe: full adds text; visual adds one screenshot.")
         ] = "interactive",
         offset: Annotated[int, Field(ge=0, description="observe: continue the frame's element list.")] = 0,
-        computer_session_id: Id | None = None,
+        computer_session_id: Annotated[Id | None, Field(description="From observe; act and verify need it.")] = None,
         frame_id: Annotated[Id | None, Field(description="act: the latest frame_id.")] = None,
-        action: Action | None = None,
-        assertion: Assertion | None = None,
+        action: Annotated[Action | None, Field(description="act: one action.")] = None,
+        assertion: Annotated[Assertion | None, Field(description="verify: one check of the live Page.")] = None,
     ) -> ComputerUseResult:
         """Use the browser Pages the user authorized for this turn, and only those.
 

@@ -285,7 +285,11 @@ DOCTORED_DOCS: dict[str, tuple[str, str, str]] = {
         r"parameters: `detail` description: docs say 'observe: full adds text.'",
     ),
     "type": ("| `action.x` | number |", "| `action.x` | integer |", r"parameters: `action.x` type: docs say 'integer'"),
-    "missing parameter": ("| `frame_id` |", "| `frame_ident` |", r"parameters: `frame_id` is in tools/list but not"),
+    "missing parameter": (
+        "| `frame_id` | string |",
+        "| `frame_ident` | string |",
+        r"parameters: `frame_id` is in tools/list but not",
+    ),
     "command": ("| `verify` |", "| `check` |", r"commands: `check` is in docs/mcp.md but not in tools/list"),
     "command needs": (
         "| `act` | `computer_session_id`, the latest `frame_id`, one `action` |",
