@@ -78,7 +78,7 @@ class Action(BaseModel):
     ref: Short | None = Field(None, description="A ref from the latest frame.")
     text: str | None = Field(None, max_length=MAX_TEXT, description="type: text to enter.")
     submit: bool = Field(False, description="type: press Enter after.")
-    key: str | None = Field(None, max_length=MAX_KEY, description="press: one key or chord, e.g. Enter, Shift+Tab.")
+    key: str | None = Field(None, max_length=MAX_KEY, description="press: one key, e.g. Enter, Shift+Tab.")
     values: list[Annotated[str, Field(max_length=MAX_VALUE)]] | None = Field(
         None, max_length=MAX_VALUES, description="select: option values or labels."
     )
