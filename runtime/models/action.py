@@ -4,37 +4,25 @@ One flat model (not a union) keeps the tool schema small; the validator says pre
 action type needs, which is what an agent needs to fix its call.
 
 Every string and list is bounded (docs/mcp.md, "Limits"): a model's arguments are untrusted input too, and an
-oversized one is refused before any backend call. The limits a model could reach with real content (text, url,
-values) are published as `maxLength`/`maxItems`; those on tokens it only copies (refs, ids, keys, roles) are
-enforced without being published, because the tool schema is paid for in every model request.
+oversized one is refused before any backend call. Every limit is published as `maxLength`/`maxItems`, because a
+client can only respect a bound it is told (spec 004); the published bound is the enforced one.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_SHORT = 64
-"""Refs, handles, ids, keys and roles: short tokens the runtime, a backend or ARIA names; longer ones are invalid."""
+"""Refs, handles, ids and roles: short tokens the runtime, a backend or ARIA names; longer ones are invalid."""
 MAX_TEXT = 10_000
 MAX_URL = 2048
 MAX_VALUES = 50
 MAX_VALUE = 500
 
 
-def enforced(limit: int) -> AfterValidator:
-    """A length limit that is checked but not published in the schema (a published one is `max_length`)."""
-
-    def check(value: str) -> str:
-        if len(value) > limit:
-            raise ValueError(f"at most {limit} characters, not {len(value)}")
-        return value
-
-    return AfterValidator(check)
-
-
-Short = Annotated[str, enforced(MAX_SHORT)]
+Short = Annotated[str, Field(max_length=MAX_SHORT)]
 
 MODIFIERS = {"control": "Control", "ctrl": "Control", "shift": "Shift", "alt": "Alt", "meta": "Meta", "cmd": "Meta"}
 """Modifier names a chord may start with (any case), and the spelling every backend's keyboard knows."""
@@ -46,6 +34,11 @@ NAMED_KEYS = {
     )
 } | {"esc": "Escape", "return": "Enter"}  # fmt: skip
 """The named keys all three backends map (Playwright's and Puppeteer's key names, open_claude_chrome's table)."""
+MAX_KEY = max(map(len, NAMED_KEYS)) + sum(
+    max(len(name) + 1 for name in MODIFIERS if MODIFIERS[name] == modifier) for modifier in set(MODIFIERS.values())
+)
+"""The longest key `one_key` takes (every modifier, each in its longest spelling, then the longest key name):
+published as the bound, so a key at it can be valid and one past it never is."""
 KEY_RULE = (
     "press takes exactly one key or one chord per act: a key name (Enter, Tab, Escape, Backspace, Delete, Insert, "
     "Space, Home, End, PageUp, PageDown, ArrowUp/Down/Left/Right, F1-F12) or one printable ASCII character, "
@@ -82,11 +75,11 @@ class Action(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: ActionType = Field(description="click, type, select: a ref (click: or x/y); press: key; scroll: direction.")
-    ref: Short | None = None
+    ref: Short | None = Field(None, description="A ref from the latest frame.")
     text: str | None = Field(None, max_length=MAX_TEXT, description="type: text to enter.")
     submit: bool = Field(False, description="type: press Enter after.")
-    key: Short | None = Field(None, description="press: e.g. Enter, Tab, Escape.")
-    values: list[Annotated[str, enforced(MAX_VALUE)]] | None = Field(
+    key: str | None = Field(None, max_length=MAX_KEY, description="press: one key, e.g. Enter, Shift+Tab.")
+    values: list[Annotated[str, Field(max_length=MAX_VALUE)]] | None = Field(
         None, max_length=MAX_VALUES, description="select: option values or labels."
     )
     url: str | None = Field(None, max_length=MAX_URL, description="navigate: absolute http(s) URL.")
@@ -94,7 +87,7 @@ class Action(BaseModel):
         None, description="scroll: which way; hovers a ref."
     )
     x: float | None = Field(None, allow_inf_nan=False, description="Viewport CSS px.")
-    y: float | None = Field(None, allow_inf_nan=False)
+    y: float | None = Field(None, allow_inf_nan=False, description="Viewport CSS px.")
 
     @field_validator("key")
     @classmethod

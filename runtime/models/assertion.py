@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 import re2
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from runtime.models.action import MAX_TEXT, Short, enforced
+from runtime.models.action import MAX_TEXT, Short
 
 MAX_PATTERN = 512
 MAX_ASSERTED_TEXT = 2000
@@ -60,13 +60,17 @@ class Assertion(BaseModel):
         "all_of, any_of: of."
     )
     pattern: str | None = Field(None, max_length=MAX_PATTERN, description="RE2 regex (search).")
-    text: Annotated[str, enforced(MAX_ASSERTED_TEXT)] | None = None
+    text: str | None = Field(None, max_length=MAX_ASSERTED_TEXT, description="A substring of the Page's text.")
     ref: Short | None = Field(None, description="element_state: a ref, or role+name.")
-    role: Short | None = None
-    name: Annotated[str, enforced(MAX_NAME)] | None = Field(None, description="Exact accessible name.")
-    state: Literal["value", "checked", "visible", "enabled"] | None = None
-    expected: str | bool | None = Field(None, description="A string for value, else true/false.")
-    count: int | None = Field(None, ge=0)
+    role: Short | None = Field(None, description="A role as observe shows it.")
+    name: str | None = Field(None, max_length=MAX_NAME, description="Exact accessible name.")
+    state: Literal["value", "checked", "visible", "enabled"] | None = Field(
+        None, description="element_state: compared with expected."
+    )
+    expected: Annotated[str, Field(max_length=MAX_TEXT)] | bool | None = Field(
+        None, description="A string for value, else true/false."
+    )
+    count: int | None = Field(None, ge=0, description="element_count: exactly this many.")
     of: list[Assertion] | None = Field(None, max_length=MAX_OF, description="Sub-assertions.")
 
     @model_validator(mode="after")
@@ -88,8 +92,6 @@ class Assertion(BaseModel):
             compile_pattern(self.pattern)
         if self.type in ("all_of", "any_of") and not self.of:
             raise ValueError(f"{self.type} needs a non-empty list in `of`: an empty assertion proves nothing")
-        if isinstance(self.expected, str) and len(self.expected) > MAX_TEXT:
-            raise ValueError(f"expected: at most {MAX_TEXT} characters, not {len(self.expected)}")
         depth, parts = self.extent()
         if depth > MAX_DEPTH:
             raise ValueError(f"assertions nest at most {MAX_DEPTH} levels deep")

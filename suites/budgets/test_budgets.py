@@ -1,11 +1,13 @@
 """Token budgets (deterministic counts, not timings): what the agent pays for the tool and for observations.
 
-- What a model reads of the tool costs at most 900 o200k tokens: its name, description and input schema, which is
-  what a client hands a model (`host/providers`: Anthropic's `input_schema`, OpenAI's `parameters`; the output
-  schema, title and annotations stay with the client). The whole of `tools/list` costs at most 1,250. Every
-  parameter and every result field is described where a model reads it: by its own description, by another
-  description of its object, or by name in the tool's description (result fields only there: the output schema is
-  published without descriptions, and no client shows it to a model).
+- What a model reads of the tool costs at most 1,100 o200k tokens (issue 31): its name, description and input
+  schema, which is what a client hands a model (`host/providers`: Anthropic's `input_schema`, OpenAI's
+  `parameters`; the output schema, title and annotations stay with the client). That input schema describes every
+  field and publishes every bound (`suites/protocol/test_schema.py`). The whole of `tools/list` costs at most 1,450:
+  the 1,100 plus 350 for what only the client reads (the output schema, title and annotations: 342 tokens when the
+  budget was set), so the wire figure grows only with what a model reads or with the result's shape. Every result
+  field is described where a model reads it: by name in the tool's description (the output schema is published
+  without descriptions, and no client shows it to a model).
 - observe with detail=interactive costs at most 13 tokens per interactive element on the catalogue, and every
   element stays reachable through follow-up reads of the same frame. Counted on what a model receives: the text
   content block of every read (envelope JSON included), beside the element lines alone. Issue 13's target of 10
@@ -30,8 +32,8 @@ from suites.budgets.test_realistic_pages import element_lines, read_all
 from suites.harness import ELEMENT_LINE, ELEMENTS_HEADER, Agent, tools_only_server
 from suites.proofs import record_cost
 
-TOOLS_LIST_BUDGET = 1250
-TOOL_DEFINITION_BUDGET = 900
+TOOL_DEFINITION_BUDGET = 1100
+TOOLS_LIST_BUDGET = TOOL_DEFINITION_BUDGET + 350
 PER_ELEMENT_BUDGET = 13.0
 PER_ELEMENT_TARGET = 10.0
 
@@ -88,7 +90,7 @@ def undescribed(tool: Tool) -> list[str]:
 
 
 @pytest.mark.req("budget:tools-list")
-async def test_a_model_reads_at_most_900_tokens_of_the_tool_and_tools_list_costs_at_most_1250() -> None:
+async def test_a_model_reads_at_most_1100_tokens_of_the_tool_and_tools_list_costs_at_most_1450() -> None:
     async with Client(tools_only_server()) as client:
         wire, shown = assert_tools_list_within_budget((await client.list_tools()).tools)
     record_cost("tools-list", {"tokens": wire, "budget": TOOLS_LIST_BUDGET})

@@ -454,7 +454,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req(
         "bounds:published",
         "untrusted-by-construction",
-        "the tool schema publishes the text, url, values, pattern and `of` limits",
+        "the tool schema publishes every limit it can express: a value at it passes, one past it is invalid_arguments",
     ),
     _req(
         "bounds:deep-page",
@@ -630,6 +630,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "the MCP Inspector CLI gets one tool and a structured refusal",
     ),
     _req("protocol:tool-table", "tool-conventions", "docs/mcp.md's tool table and reason codes match the live server"),
+    _req(
+        "protocol:schema-described-bounded",
+        "tool-conventions",
+        "every field of the input schema at every level has a description, every string a maxLength, every array a "
+        "maxItems",
+    ),
     # -- policy and content ------------------------------------------------------------------------------------
     _req("policy:login", "needs-user", "a sign-in form is the user's: needs_user, 0 writes"),
     _req("policy:captcha", "needs-user", "a CAPTCHA is the user's: needs_user, 0 writes"),
@@ -837,8 +843,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req(
         "budget:tools-list",
         "budgets",
-        "a model reads at most 900 o200k tokens of the tool (name, description, input schema), tools/list costs at "
-        "most 1,250, and every parameter and result field is described where a model reads it",
+        "a model reads at most 1,100 o200k tokens of the tool (name, description, input schema), tools/list costs at "
+        "most 1,450, and every parameter and result field is described where a model reads it",
     ),
     _req(
         "budget:observe-per-element",

@@ -1,5 +1,5 @@
-"""docs/mcp.md stays true to the live server: its tool, parameter and commands tables against `tools/list`, its
-reason codes against the runtime's, and each documented reason code against a place in `runtime/` that emits it.
+"""docs/mcp.md stays true to the live server: its tool, parameter, commands and limits tables against `tools/list`,
+its reason codes against the runtime's, and each documented reason code against a place in `runtime/` that emits it.
 
 The comparison is one function per table (live rows, documented rows, a list of differences, each naming what
 differs), so the negative controls feed the same functions a doctored `tools/list` or a doctored copy of the docs
@@ -21,6 +21,7 @@ from mcp.types import Tool
 from runtime.mcp.server import TOOL
 from runtime.reasons import ReasonCode
 from suites.harness import tools_only_server
+from suites.protocol.test_schema import bounds
 from suites.sabotage import expose_upstream_tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,6 +114,14 @@ def parameter_rows(tools: list[Tool]) -> Rows:
     return rows
 
 
+def limit_rows(tools: list[Tool]) -> Rows:
+    """Each bound the input schema publishes, as the Limits table writes it: `maxLength` 64."""
+    return {
+        path: {"published": f"`{keyword}` {limit}"}
+        for path, (keyword, limit) in bounds(_the_tool(tools).input_schema).items()
+    }
+
+
 def command_differences(tools: list[Tool], docs: Rows) -> list[str]:
     """The commands table lists exactly the tool's commands; for each, `needs` names every parameter tools/list
     describes as that command's (`observe: ...`), and every name in backticks in `needs` or `returns` is a
@@ -195,6 +204,7 @@ def all_differences(tools: list[Tool], text: str) -> list[str]:
         differences("tools", tool_rows(tools), documented(text, "tool-table"))
         + differences("parameters", parameter_rows(tools), documented(text, "parameter-table"))
         + command_differences(tools, documented(text, "commands"))
+        + differences("limits", limit_rows(tools), documented(text, "limits"))
     )
 
 
@@ -238,6 +248,10 @@ def _action_key_undescribed(tool: Tool) -> None:
     del tool.input_schema["$defs"]["Action"]["properties"]["key"]["description"]
 
 
+def _action_ref_unbounded(tool: Tool) -> None:
+    del tool.input_schema["$defs"]["Action"]["properties"]["ref"]["maxLength"]
+
+
 def _new_parameter(tool: Tool) -> None:
     tool.input_schema["properties"]["timeout"] = {"type": "number", "description": "observe: seconds to wait."}
 
@@ -251,6 +265,7 @@ DOCTORED_TOOLS: dict[str, tuple[Callable[[Tool], None], str]] = {
     "description": (_page_described_otherwise, r"parameters: `page` description: .*any Page at all"),
     "type": (_offset_as_string, r"parameters: `offset` type: docs say 'integer', tools/list says 'string'"),
     "nested description": (_action_key_undescribed, r"parameters: `action.key` description: .*'—'"),
+    "bound": (_action_ref_unbounded, r"limits: `action.ref` is in docs/mcp.md but not in tools/list"),
     "parameter": (_new_parameter, r"parameters: `timeout` is in tools/list but not in docs/mcp.md"),
     "command": (_new_command, r"commands: `screenshot` is in tools/list but not in docs/mcp.md"),
 }
@@ -285,12 +300,21 @@ DOCTORED_DOCS: dict[str, tuple[str, str, str]] = {
         r"parameters: `detail` description: docs say 'observe: full adds text.'",
     ),
     "type": ("| `action.x` | number |", "| `action.x` | integer |", r"parameters: `action.x` type: docs say 'integer'"),
-    "missing parameter": ("| `frame_id` |", "| `frame_ident` |", r"parameters: `frame_id` is in tools/list but not"),
+    "missing parameter": (
+        "| `frame_id` | string |",
+        "| `frame_ident` | string |",
+        r"parameters: `frame_id` is in tools/list but not",
+    ),
     "command": ("| `verify` |", "| `check` |", r"commands: `check` is in docs/mcp.md but not in tools/list"),
     "command needs": (
         "| `act` | `computer_session_id`, the latest `frame_id`, one `action` |",
         "| `act` | `computer_session_id`, one `action` |",
         r"commands: `act` needs does not name `frame_id`",
+    ),
+    "limit": (
+        "| `maxLength` 33 |",
+        "| `maxLength` 64 |",
+        r"limits: `action.key` published: docs say '`maxLength` 64', tools/list says '`maxLength` 33'",
     ),
     "command returns": ("`next_offset`;", "`next_page`;", r"commands: `observe` returns names `next_page`"),
 }

@@ -4,7 +4,8 @@
   bounded breadth, depth and number of checks. Over the limit is `invalid_arguments` with a hint, before any backend
   call: the tap counts 0 CDP commands from the runtime's label, on every backend (the in-process MCP client, and the
   SDK's stdio transport on real pipes for NaN and Infinity, which only a raw JSON line can carry).
-- The limits the tool schema's token budget allows are published as `maxLength`/`maxItems` (docs/mcp.md, "Limits").
+- Every limit the schema can express is published as `maxLength`/`maxItems`, the enforced one
+  (`suites/protocol/test_schema.py` calls at each bound and a step past it; docs/mcp.md, "Limits").
 - A model-supplied pattern runs on RE2 (linear time): `(a+)+$` against a 100,000-character title on a real fixture
   page answers `verification_failed`, and another MCP connection is answered meanwhile.
 
@@ -44,9 +45,9 @@ from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.client import HostedClient
 from runtime.mcp.server import build_server
 from runtime.models import Assertion, ComputerUseResult
-from runtime.models.action import MAX_SHORT, MAX_TEXT, MAX_URL, MAX_VALUE, MAX_VALUES
-from runtime.models.assertion import MAX_ASSERTED_TEXT, MAX_DEPTH, MAX_NAME, MAX_OF, MAX_PARTS, MAX_PATTERN
-from suites.harness import Agent, Desk, client_in_task, ref_of, tools_only_server
+from runtime.models.action import MAX_KEY, MAX_SHORT, MAX_TEXT, MAX_URL, MAX_VALUE, MAX_VALUES
+from runtime.models.assertion import MAX_ASSERTED_TEXT, MAX_DEPTH, MAX_NAME, MAX_OF, MAX_PATTERN
+from suites.harness import Agent, Desk, client_in_task, ref_of
 from suites.proofs import assert_no_runtime_calls, assert_no_writes
 from suites.reliability.conftest import CALL_LIMIT, within
 from suites.reliability.test_cancellation import pipe
@@ -86,7 +87,7 @@ def over_limit_calls(session: str, frame: str, ref: str) -> dict[str, dict[str, 
         "frame_id": {**act(type="click", ref=ref), "frame_id": long_id},
         "action.ref": act(type="click", ref=long_id),
         "action.text": act(type="type", ref=ref, text="t" * (MAX_TEXT + 1)),
-        "action.key": act(type="press", key="K" * (MAX_SHORT + 1)),
+        "action.key": act(type="press", key="K" * (MAX_KEY + 1)),
         "action.url": act(type="navigate", url="http://127.0.0.1/" + "u" * MAX_URL),
         "action.values": act(type="select", ref=ref, values=["v"] * (MAX_VALUES + 1)),
         "action.values.0": act(type="select", ref=ref, values=["v" * (MAX_VALUE + 1)]),
@@ -364,48 +365,3 @@ async def test_the_served_meanwhile_check_catches_python_re_on_the_event_loop(
     outcome = await catastrophic_verify(desk, agent, monkeypatch, backtracking)
     with pytest.raises(AssertionError, match="was not answered within"):
         assert_served_meanwhile(*outcome)
-
-
-# -- what the schema publishes ------------------------------------------------------------------------------------
-
-
-PUBLISHED = {
-    ("action", "text", "maxLength"): MAX_TEXT,
-    ("action", "url", "maxLength"): MAX_URL,
-    ("action", "values", "maxItems"): MAX_VALUES,
-    ("assertion", "pattern", "maxLength"): MAX_PATTERN,
-    ("assertion", "of", "maxItems"): MAX_OF,
-}
-
-
-async def published_limits() -> dict[tuple[str, str, str], object]:
-    async with client_in_task(tools_only_server()) as client:
-        (tool,) = (await client.list_tools()).tools
-    schema = tool.input_schema
-
-    def properties(argument: str) -> dict[str, Any]:
-        name = schema["properties"][argument]["$ref"].removeprefix("#/$defs/")
-        return schema["$defs"][name]["properties"]
-
-    return {(arg, prop, key): properties(arg)[prop].get(key) for arg, prop, key in PUBLISHED}
-
-
-def assert_published(found: dict[tuple[str, str, str], object]) -> None:
-    missing = {where: (found[where], limit) for where, limit in PUBLISHED.items() if found[where] != limit}
-    assert not missing, f"limits not published as documented (found, expected): {missing}"
-
-
-@pytest.mark.req("bounds:published")
-async def test_the_tool_schema_publishes_the_text_url_values_pattern_and_of_limits() -> None:
-    assert_published(await published_limits())
-    assert MAX_PARTS >= MAX_OF  # one full `of` always fits in a verify
-
-
-@pytest.mark.negative_control
-@pytest.mark.req("bounds:published")
-async def test_the_published_limits_check_catches_a_schema_without_the_pattern_limit(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    lift_limits(monkeypatch)
-    with pytest.raises(AssertionError, match="limits not published"):
-        assert_published(await published_limits())
