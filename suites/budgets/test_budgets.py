@@ -10,10 +10,12 @@
   without descriptions, and no client shows it to a model).
 - observe with detail=interactive costs at most 13 tokens per interactive element on the catalogue, and every
   element stays reachable through follow-up reads of the same frame. Counted on what a model receives: the text
-  content block of every read (envelope JSON included), beside the element lines alone. Issue 13's target of 10
-  is recorded beside both figures (`make bench` flags them), not asserted: the catalogue's element lines alone cost
-  9.9 to 10.9 tokens each (most of it the products' long names), and the frame's random ref prefix moves that by a
-  token per element: o200k reads 20 % of 3-letter prefixes as one token, 79 % as two and 0.5 % as three.
+  content block of every read (envelope JSON included), beside the element lines alone. The budget (issue 31,
+  decision 1) is 11 tokens per element line, recorded beside the figure (`make bench` flags it); the whole content
+  block is reported beside it, no longer budgeted: what a whole task costs is (`suites/bench`). The catalogue's
+  element lines alone cost 9.9 to 10.9 tokens each (most of it the products' long names), and the frame's random ref
+  prefix moves that by a token per element: o200k reads 20 % of 3-letter prefixes as one token, 79 % as two and
+  0.5 % as three, so the asserted ceiling stays on the whole block, where one token per element is a smaller share.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from suites.proofs import record_cost
 TOOL_DEFINITION_BUDGET = 1100
 TOOLS_LIST_BUDGET = TOOL_DEFINITION_BUDGET + 350
 PER_ELEMENT_BUDGET = 13.0
-PER_ELEMENT_TARGET = 10.0
+LINE_BUDGET = 11.0
 
 
 def json_tokens(value: object) -> int:
@@ -148,8 +150,7 @@ async def test_observing_the_catalogue_costs_at_most_13_tokens_per_element_and_l
             "tokens": tokens,
             "line_tokens_per_element": round(count_text("\n".join(lines)) / len(refs), 2),
             "tokens_per_element": round(per_element, 2),
-            "budget_per_element": PER_ELEMENT_TARGET,
-            "line_budget_per_element": PER_ELEMENT_TARGET,
+            "line_budget_per_element": LINE_BUDGET,
         },
     )
     assert len(refs) == total == len(set(refs))

@@ -6,11 +6,11 @@ continuations), divided by the Page's interactive elements. Each element must be
 interactive element the lab counts in the DOM with its own eyes) and named alike on every backend: a model must not
 see `link` on one backend where another gives the image's alt text.
 
-The budget is 11 tokens per element on the element lines (asserted): what each element costs, with the frame's
-worst ref prefix (a random prefix is one to three o200k tokens; most are two, and then the shop's lines cost 9.9).
-Issue 13's target of 10 is recorded beside the line figure and beside the whole content block's (envelope, url,
-title and page text included: on a 26-element form they are most of it, and the help text is what a model needs to
-fill the form) in the cost summary, not asserted.
+The budget (issue 31, decision 1) is 10 tokens per element on the element lines, recorded beside the figure in the
+cost summary; 11 is asserted, the ceiling with the frame's worst ref prefix (a random prefix is one to three o200k
+tokens; most are two, and then the shop's lines cost 9.9). The whole content block (envelope, url, title and page
+text included: on a 26-element form they are most of it, and the help text is what a model needs to fill the form)
+is reported beside it, no longer budgeted: what a whole task costs is (`suites/bench`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from suites.proofs import record_cost
 pytestmark = pytest.mark.req("budget:realistic-pages")
 
 PAGES = ("/realistic/article", "/realistic/shop", "/realistic/form")
-LINE_BUDGET = 11.0
-TARGET = 10.0
+LINE_CEILING = 11.0
+LINE_BUDGET = 10.0
 INTERACTIVE = """[...document.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea')]
   .filter(el => el.getClientRects().length && !el.closest('[aria-hidden=true]')).length"""
 
@@ -104,15 +104,14 @@ async def check_page(
                 "reads": len(reads),
                 "line_tokens_per_element": round(line_tokens / total, 2),
                 "tokens_per_element": round(content_tokens / total, 2),
-                "budget_per_element": TARGET,
-                "line_budget_per_element": TARGET,
+                "line_budget_per_element": LINE_BUDGET,
             },
         )
         assert len(lines) == total == interactive, f"{backend}: {len(lines)} lines, {total} listed, {interactive} seen"
         shown = [line.split(" ", 1)[1] for line in lines]  # refs differ by frame; what the model reads must not
         nameless = [line for line in shown if not re.search(r'^\S+ "', line)]
         assert not nameless, f"{backend}: {len(nameless)} nameless elements: {nameless[:5]}"
-        assert line_tokens / total <= LINE_BUDGET, f"{backend}: {line_tokens / total:.1f} tokens per element line"
+        assert line_tokens / total <= LINE_CEILING, f"{backend}: {line_tokens / total:.1f} tokens per element line"
         listed[backend] = Counter(shown)
     first, *others = chosen
     for backend in others:
