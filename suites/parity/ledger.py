@@ -860,7 +860,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req(
         "bench:overhead",
         "cost",
-        "the runtime's own time per act beyond its backend's (p50) is measured per phase, budget one frame interval plus 2 ms, 18.7 ms (not asserted)",
+        "the runtime's own time per act beyond its backend's (p50) is measured per phase, budget one frame "
+        "interval plus 2 ms, 18.7 ms (not asserted)",
     ),
     _req(
         "budget:realistic-pages",
