@@ -375,8 +375,9 @@ def _row(name: str, s: Score, goal: float) -> str:
     )
 
 
-def render(mutants: Sequence[Mutant], seconds: float, started: str) -> str:
-    """The report a reviewer reads: scores first, then every mutant not killed with its diff."""
+def render(mutants: Sequence[Mutant], seconds: float, started: str, reruns: dict[str, str] | None = None) -> str:
+    """The report a reviewer reads: scores first, then every mutant not killed with its diff. `reruns`: the groups
+    run again alone since the whole run (`--group`), and when, so the wall time stays the whole run's."""
     header = (
         "| | mutants | killed | survived | timed out | other | equivalent | killed | killed of non-equivalent |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -389,6 +390,11 @@ def render(mutants: Sequence[Mutant], seconds: float, started: str) -> str:
         f"{seconds / 60:.1f} min. Goal: ≥ {GOAL_OVERALL:.0%} killed overall, ≥ {GOAL_MODULE:.0%} in each module.",
         "Timed-out mutants are counted as not killed; *other* is mutmut's `no tests`, `suspicious`, `segfault` or "
         "`not checked`.",
+        *(
+            ["Run again alone since: " + "; ".join(f"{name} ({when})" for name, when in reruns.items()) + "."]
+            if reruns
+            else []
+        ),
         "",
         f"**Overall: {total.killed} of {total.mutants} killed ({total.ratio:.1%})**, "
         f"{total.survived} survived ({total.equivalent} of them listed equivalent in docs/lab.md), "
@@ -415,7 +421,13 @@ def render(mutants: Sequence[Mutant], seconds: float, started: str) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write(mutants: Sequence[Mutant], seconds: float, started: str, out: Path = REPORT_DIR) -> Path:
+def write(
+    mutants: Sequence[Mutant],
+    seconds: float,
+    started: str,
+    out: Path = REPORT_DIR,
+    reruns: dict[str, str] | None = None,
+) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     total = score(mutants)
     (out / "mutation.json").write_text(
@@ -423,6 +435,7 @@ def write(mutants: Sequence[Mutant], seconds: float, started: str, out: Path = R
             {
                 "started": started,
                 "seconds": round(seconds, 1),
+                "reruns": reruns or {},
                 "score": total.ratio,
                 "mutants": [m.__dict__ for m in mutants],
             },
@@ -432,7 +445,7 @@ def write(mutants: Sequence[Mutant], seconds: float, started: str, out: Path = R
         encoding="utf-8",
     )
     report = out / "mutation.md"
-    report.write_text(render(mutants, seconds, started), encoding="utf-8")
+    report.write_text(render(mutants, seconds, started, reruns), encoding="utf-8")
     return report
 
 
@@ -483,17 +496,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     groups = [g for g in GROUPS if not args.group or g.name in args.group]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     clock = time.monotonic()
+    last_json = REPORT_DIR / "mutation.json"
+    last = json.loads(last_json.read_text(encoding="utf-8")) if last_json.is_file() else None
+    reruns: dict[str, str] = {}
+    if args.report_only and last is None:
+        print("lab.mutation: no run to report on yet (make mutation runs one)", file=sys.stderr)
+        return 2
     if args.report_only:
-        last = json.loads((REPORT_DIR / "mutation.json").read_text(encoding="utf-8"))
-        started, seconds = last["started"], last["seconds"]
+        started, seconds, reruns = last["started"], last["seconds"], last.get("reruns", {})
     else:
         run_all(groups, args.parallel, args.children)
         seconds = time.monotonic() - clock
+        if last is not None and len(groups) < len(GROUPS):
+            # Some groups again, after new tests: the report keeps the others' last results and the whole run's time.
+            done = f"{started}, {seconds / 60:.1f} min"
+            reruns = {**last.get("reruns", {}), **dict.fromkeys((g.name for g in groups), done)}
+            started, seconds = last["started"], last["seconds"]
+    if reruns or args.report_only:
+        groups = [g for g in GROUPS if (REPORT_DIR / "work" / g.name / "mutants").is_dir()]
     known = equivalents()
     mutants = [m for g in groups for m in collect(g, REPORT_DIR / "work" / g.name)]
     for m in mutants:
         m.equivalent = known.get(m.name, "")
-    report = write(mutants, seconds, started)
+    report = write(mutants, seconds, started, reruns=reruns)
     if args.write_doc:
         shutil.copyfile(report, COMMITTED_REPORT)
     total = score(mutants)

@@ -70,6 +70,13 @@ def test_the_report_shows_each_survivor_with_its_diff_and_marks_a_module_below_t
     assert "+    return a <= b" in text
 
 
+def test_a_group_run_again_alone_keeps_the_whole_runs_wall_time_and_says_when_it_ran() -> None:
+    text = mutation.render(mutants("killed"), 1842.0, "2026-12-05 05:28 UTC", {"capability": "06:05 UTC, 9.8 min"})
+    assert "started 2026-12-05 05:28 UTC, wall time 30.7 min" in text
+    assert "Run again alone since: capability (06:05 UTC, 9.8 min)." in text
+    assert "Run again alone" not in mutation.render(mutants("killed"), 1842.0, "2026-12-05 05:28 UTC")
+
+
 def test_equivalent_mutants_are_read_from_their_table_and_nothing_else(tmp_path: Path) -> None:
     doc = tmp_path / "lab.md"
     doc.write_text(
