@@ -13,13 +13,15 @@ must do every task; a raw upstream's hand-over steps (sign-in, CAPTCHA, payment)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.workspace import Workspace
 from suites.bench.drivers import Lab
-from suites.bench.tasks import DRIVERS, OURS, RECORD, TASKS, na_figures, not_applicable
+from suites.bench.tasks import DRIVERS, OURS, RECORD, SMOKE, TASKS, na_figures, not_applicable
 from suites.proofs import record_cost
 
 pytestmark = pytest.mark.req("bench:task-cost")
@@ -41,3 +43,19 @@ async def test_a_task_costs_ours_fewer_tokens_than_each_raw_upstream_doing_the_s
         if tally.failure is not None:
             failed.append(f"{driver}: {tally.failure}")
     assert not failed, f"{name}: FAILED rows:\n" + "\n".join(failed)
+
+
+@pytest.mark.negative_control
+async def test_a_driver_that_never_sees_the_answer_is_a_failed_row_on_every_driver(
+    request: pytest.FixtureRequest, tap: CDPTap, workspace: Workspace, fixture_server: FixtureServer
+) -> None:
+    """A doctored task: the form question with an answer the Page never shows. Each driver reads, then asks once
+    more (ours `verify`, a raw upstream a snapshot), and its row must be FAILED with that reason, not a cost."""
+    doctored = replace(TASKS[SMOKE], name="doctored", answer="Atlantis")
+    lab = Lab(workspace, tap, fixture_server, request.node.nodeid)
+    for driver in DRIVERS:
+        tally = await lab.run(doctored, driver)
+        figures = tally.figures()
+        assert figures["valid"] is False, f"{driver}: {figures}"
+        assert "'Atlantis'" in str(figures["failure"]), f"{driver}: {figures['failure']}"
+        assert figures["calls"] == (3 if driver == OURS else 2)  # list_pages, observe, verify; or two snapshots
