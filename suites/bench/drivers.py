@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,8 @@ from suites.bench.tasks import (
     OURS,
     PLAYWRIGHT,
     Click,
+    ClickAt,
+    Look,
     Open,
     Press,
     Read,
@@ -94,8 +97,18 @@ class Ours:
 
     name = OURS
 
-    def __init__(self, agent: Agent, handles: list[str], schema: dict[str, Any], *, scoped: bool = True) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        handles: list[str],
+        schema: dict[str, Any],
+        locate: Callable[[str], Awaitable[dict[str, float]]],
+        *,
+        scoped: bool = True,
+    ) -> None:
         self.agent = agent
+        self.locate = locate
+        """The lab's eyes: a point of the current Page (`ClickAt.point`) in viewport px."""
         self.handles = handles
         self.schema = schema
         self.scoped = scoped
@@ -180,6 +193,24 @@ class Ours:
 
     async def do_open(self, step: Open) -> None:
         self.current = step.index
+
+    async def do_look(self, step: Look) -> None:
+        first = await self.agent.call(command="observe", page=self.handles[self.current], detail="visual")
+        if first.status != "ok" or not first.image:
+            raise StepFailed(f"visual observe: {first.status} {first.reason_code}, image: {first.image}")
+        self.frames[self.current] = first
+        self.here.append(first.content)
+
+    async def do_click_at(self, step: ClickAt) -> None:
+        if self.current not in self.frames:
+            raise StepFailed("a point click needs the screenshot just before it")
+        point = await self.locate(step.point)
+        result = await self.agent.act(self.frames[self.current], type="click", x=point["x"], y=point["y"])
+        if result.status != "ok":
+            raise StepFailed(f"act click at a point: {result.status} {result.reason_code}")
+        if result.frame_id is not None:
+            self.frames[self.current] = result
+        self.read[self.current] = [result.content]
 
     async def confirm(self, answer: str) -> None:
         if seen(answer, [text for texts in self.read.values() for text in texts]):
@@ -368,6 +399,10 @@ async def do(driver: Driver, step: Step) -> None:
         await driver.do_read(step)
     elif isinstance(step, Open):
         await driver.do_open(step)
+    elif isinstance(step, Look | ClickAt):
+        if not isinstance(driver, Ours):  # the task set marks such tasks n/a for the raw upstreams
+            raise StepFailed(f"{driver.name} has no point click with its default tools")
+        await (driver.do_look(step) if isinstance(step, Look) else driver.do_click_at(step))
 
     else:
         await driver.do_act(step)
@@ -460,7 +495,13 @@ class Lab:
                          for t in (await client.list_tools()).tools]  # fmt: skip
                 tally.definition = definition_tokens(tools)
                 agent = Agent(MeteredClient(client, tally), desk)
-                driver = Ours(agent, [desk.handle(n) for n in names], tools[0]["inputSchema"], scoped=scoped)
+                page = self.workspace.pages["P0"]
+
+                async def locate(point: str) -> dict[str, float]:
+                    return json.loads(await self.workspace.evaluate(page, f"JSON.stringify({point})"))  # type: ignore[no-any-return]
+
+                handles = [desk.handle(n) for n in names]
+                driver = Ours(agent, handles, tools[0]["inputSchema"], locate, scoped=scoped)
                 await self._drive(task, driver, tally, waits)
         finally:
             await runtime.close()

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fixtures_sites.scenarios import canvas
 from lab.costs import DRIVERS as COST_DRIVERS
 from lab.costs import TASK_COST
 from lab.tokens import count_text
@@ -71,13 +72,26 @@ class Press:
 
 
 @dataclass(frozen=True)
+class Look:
+    """Look at the current Page: ours observes with `detail=visual` (the frame and one viewport screenshot)."""
+
+
+@dataclass(frozen=True)
+class ClickAt:
+    """Click a point a model finds in the screenshot it was just sent; the lab stands in for its eyes with
+    `point`, a JS expression the Page evaluates to `{x, y}` in viewport CSS px."""
+
+    point: str
+
+
+@dataclass(frozen=True)
 class Open:
     """Turn to the task's Page `index` (0-based): ours observes it by its handle, a raw driver navigates its tab."""
 
     index: int
 
 
-Step = Read | Click | Type | Select | Press | Open
+Step = Read | Click | Type | Select | Press | Look | ClickAt | Open
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,10 @@ class Task:
 # -- the task set --------------------------------------------------------------------------------------------------
 
 HANDOVER = "ours hands this to the user (needs_user); the raw upstream does it"
+SEAT_17 = "(r => ({{x: r.x + {}, y: r.y + {}}}))(document.querySelector('canvas').getBoundingClientRect())".format(
+    *canvas.target_center(17)
+)
+"""Where the canvas task's free seat is, in viewport px (the lab's eyes for the screenshot a model is sent)."""
 
 PARITY = (
     Task("dom_form", "parity", ("/dom_form/",), (
@@ -151,8 +169,11 @@ PARITY = (
     Task("popup", "parity", ("/popup/",), (
         Click("Subscribe in a new window", role="button"),
     ), popup=True, note="the popup is a new Page, unauthorized for ours; its opening is the end state"),
-    Task("canvas", "parity", ("/canvas/?seat=17",), (), na="a point click where the lab computes the seat from the "
-         "canvas layout: no intent step names it, and neither upstream offers a point click with its default tools"),
+    Task("canvas", "parity", ("/canvas/?seat=17",), (Look(), ClickAt(SEAT_17)), writes=("/canvas/pick",),
+         answer=f"Seat {canvas.seat_label(17)} selected.",
+         settle="!['No seat selected.', 'Checking seat…'].includes(document.getElementById('pick-status').textContent)",
+         raw="a point click after a screenshot: neither upstream offers one with its default tools (@playwright/mcp "
+         "needs --caps vision, chrome-devtools-mcp --experimentalVision)"),
     Task("stall", "parity", ("/stall/",), (), na="a navigation that never answers: its cost is a timeout, and the raw "
          "upstream would wait its own (60 s)"),
 )  # fmt: skip

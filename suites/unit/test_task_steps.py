@@ -144,7 +144,8 @@ def test_a_task_without_a_raw_equivalent_is_not_applicable_to_the_raw_drivers_on
     record = na_figures(sensitive, DEVTOOLS)
     assert record["valid"] is None
     assert "tokens" not in record
-    assert not_applicable(TASKS["canvas"], OURS) == TASKS["canvas"].na
+    assert not_applicable(TASKS["stall"], OURS) == TASKS["stall"].na
+    assert not_applicable(TASKS["canvas"], OURS) is None
 
 
 def test_the_task_set_has_the_parity_tasks_the_ten_questions_and_five_realistic_tasks() -> None:
