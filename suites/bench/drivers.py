@@ -125,9 +125,9 @@ class Ours:
     def here(self) -> list[str]:
         return self.read.setdefault(self.current, [])
 
-    async def observe(self, step: Read | None) -> Seen:
-        first = await self.agent.call(**observe_arguments(self.schema, self.handles[self.current], step,
-                                                          scoped=self.scoped))  # fmt: skip
+    async def observe(self, step: Read | None, *, scoped: bool = False) -> Seen:
+        arguments = observe_arguments(self.schema, self.handles[self.current], step, scoped=scoped)
+        first = await self.agent.call(**arguments)
         if first.status != "ok":
             raise StepFailed(f"observe: {first.status} {first.reason_code}")
         self.frames[self.current] = first
@@ -150,12 +150,19 @@ class Ours:
         return True
 
     async def do_read(self, step: Read) -> None:
+        """Read until the needle is seen: a scoped read first where the tool offers one, and where that does not
+        show it (the needle was page text no element is near), the whole frame, continued as far as needed."""
         if seen(step.needle, self.here):
             return
-        await self.observe(step)
-        while not seen(step.needle, self.here):
-            if not await self.more():
-                raise StepFailed(f"read: {step.needle!r} not seen")
+        scoped = self.scoped and "query" in observe_arguments(self.schema, "", step)
+        for scope in (True, False) if scoped else (False,):
+            await self.observe(step, scoped=scope)
+            while not seen(step.needle, self.here):
+                if not await self.more():
+                    break
+            else:
+                return
+        raise StepFailed(f"read: {step.needle!r} not seen")
 
     async def do_act(self, step: Click | Type | Select | Press) -> None:
         if self.current not in self.frames:

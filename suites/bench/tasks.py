@@ -162,9 +162,9 @@ PARITY = (
     ), answer="was added to your wishlist", writes=("/injection/wishlist",)),
     Task("frames", "parity", ("/frames/",), (
         Read("Chat with Northwind support", text=True),
-        Type("Order number", "NW-48213", role="textbox"),
         Click("Text me delivery updates", role="checkbox"),
-        Click("Look up order", role="button"),
+        Type("Order number", "NW-48213", role="textbox"),
+        Press("Enter"),
     ), answer="arrives tomorrow", writes=("/frames/lookup",)),
     Task("popup", "parity", ("/popup/",), (
         Click("Subscribe in a new window", role="button"),
