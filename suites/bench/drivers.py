@@ -117,6 +117,8 @@ class Ours:
         """Page index → the latest answer that named a frame (its session, frame_id and next_offset)."""
         self.read: dict[int, list[str]] = {}
         """Page index → what the driver has read of it since its last act there."""
+        self.scoped_last = False
+        """The latest observe was a scoped read (it may have left out the element an act needs)."""
 
     async def start(self) -> None:
         await self.agent.call(command="list_pages")
@@ -127,6 +129,7 @@ class Ours:
 
     async def observe(self, step: Read | None, *, scoped: bool = False) -> Seen:
         arguments = observe_arguments(self.schema, self.handles[self.current], step, scoped=scoped)
+        self.scoped_last = "query" in arguments
         first = await self.agent.call(**arguments)
         if first.status != "ok":
             raise StepFailed(f"observe: {first.status} {first.reason_code}")
@@ -171,12 +174,7 @@ class Ours:
         if isinstance(step, Press):
             action = {"type": "press", "key": step.key}
         else:
-            after = step.after if isinstance(step, Click) else None
-            ref = resolve(self.known(), OURS, step.name, step.role, after)
-            while ref is None and await self.more():  # the element may be further down the frame
-                ref = resolve(self.known(), OURS, step.name, step.role, after)
-            if ref is None:
-                raise StepFailed(f"no element named {step.name!r}")
+            ref = await self.find(step.name, step.role, step.after if isinstance(step, Click) else None)
             if isinstance(step, Click):
                 action = {"type": "click", "ref": ref}
             elif isinstance(step, Type):
@@ -192,6 +190,21 @@ class Ours:
         if result.frame_id is not None:
             self.frames[self.current] = result
         self.read[self.current] = [result.content]
+
+    async def find(self, name: str, role: str | None, after: str | None) -> str:
+        """The ref of the element named `name`: among the element lines the model knows, else further down the
+        frame, else (the frame was a scoped read that left it out) in a whole read of the Page."""
+        ref = resolve(self.known(), OURS, name, role, after)
+        while ref is None and await self.more():
+            ref = resolve(self.known(), OURS, name, role, after)
+        if ref is None and self.scoped_last:
+            await self.observe(None)
+            ref = resolve(self.known(), OURS, name, role, after)
+            while ref is None and await self.more():
+                ref = resolve(self.known(), OURS, name, role, after)
+        if ref is None:
+            raise StepFailed(f"no element named {name!r}")
+        return ref
 
     def known(self) -> str:
         """Every element line the model knows of the current Page's session (acts' changes applied)."""
