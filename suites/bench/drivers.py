@@ -157,7 +157,7 @@ class Ours:
         show it (the needle was page text no element is near), the whole frame, continued as far as needed."""
         if seen(step.needle, self.here):
             return
-        scoped = self.scoped and "query" in observe_arguments(self.schema, "", step)
+        scoped = self.scoped and "query" in observe_arguments(self.schema, self.handles[self.current], step)
         for scope in (True, False) if scoped else (False,):
             await self.observe(step, scoped=scope)
             while not seen(step.needle, self.here):
