@@ -67,8 +67,9 @@ parity-doc: $(VENV_STAMP)
 RAW_SNAPSHOTS := $(foreach b,playwright_mcp chrome_devtools_mcp,\
   'suites/backends/test_backends.py::test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_tokens[$(b)-/catalogue/]')
 
-# Costs only: token budgets, act latency against the raw upstream side by side, and each scenario's cost per
-# backend (the parity tasks; their negative controls are skipped here, `make test` runs them).
+# Costs only: token budgets, act latency against the raw upstream side by side, each scenario's cost per backend
+# (the parity tasks; their negative controls are skipped here, `make test` runs them), and the task-cost table: every
+# task of suites/bench/tasks.py run by ours and by the raw @playwright/mcp and chrome-devtools-mcp (make test: one).
 bench: setup
 	@rm -rf reports/costs
 	$(PYTEST) suites/budgets suites/bench suites/parity/test_parity_tasks.py $(RAW_SNAPSHOTS) -m "not negative_control" -s

@@ -4,9 +4,11 @@ One line per figure: tokens the model pays (tools/list, observations, an act's c
 latency ratio against the raw upstream, each beside its budget. Then a table per scenario × backend (the parity and
 real-apps tasks: calls and tokens per task, mean tokens of an observe's and of an act's answer, screenshots, CDP
 commands, median call time) and, beside it, what the raw upstreams cost for the same reads where the suites measured
-them. The same text goes to `reports/costs/summary.txt`, a plot of every budgeted figure as a share of its budget to
-`budgets.svg` and one of the scenario table to `scenarios.svg`; `lab.report` attaches all three to the Allure report
-as global attachments.
+them. Last, the task-cost table (`suites/bench/test_task_cost.py`): per task, the tokens a model reads with ours and
+with each raw upstream doing the same steps, the ratios, totals, medians and issue 31's goal lines. The same text goes
+to `reports/costs/summary.txt`, a plot of every budgeted figure as a share of its budget to `budgets.svg`, one of the
+scenario table to `scenarios.svg` and one of the task costs to `task_cost.svg`; `lab.report` attaches all four to the
+Allure report as global attachments.
 """
 
 from __future__ import annotations
@@ -22,6 +24,19 @@ PLOT = "budgets.svg"
 SCENARIO_PLOT = "scenarios.svg"
 TASK = "task-"
 """Records of a parity task's run on one backend (`suites/parity/tasks.py`: `task-<scenario>-<backend>`)."""
+TASK_COST = "taskcost-"
+"""Records of the task-cost bench (`suites/bench/test_task_cost.py`: `taskcost-<task>-<driver>`)."""
+TASK_COST_PLOT = "task_cost.svg"
+DRIVERS = (
+    ("ours", "ours (computer_use)"),
+    ("raw_playwright_mcp", "raw @playwright/mcp"),
+    ("raw_chrome_devtools_mcp", "raw chrome-devtools-mcp"),
+)
+"""The task-cost drivers, in column order: ours first, then each raw upstream doing the same steps."""
+MEDIAN_GOAL = 3000
+"""Issue 31: the median task costs ours at most this many tokens."""
+RATIO_GOAL = 10.0
+"""Issue 31: the raw @playwright/mcp reads at least this many times more on the same tasks."""
 COLUMNS = (
     ("calls", "calls"),
     ("tokens", "tokens/task"),
@@ -77,8 +92,8 @@ def read(costs: Path | None = None) -> dict[str, dict[str, object]]:
 
 def summary(records: dict[str, dict[str, object]]) -> str:
     lines = ["cost summary (o200k tokens; medians in seconds):"]
-    lines += [_line(name, figures) for name, figures in records.items() if not name.startswith(TASK)]
-    lines += ["", *scenario_table(records), "", *raw_beside(records)]
+    lines += [_line(name, figures) for name, figures in records.items() if not name.startswith((TASK, TASK_COST))]
+    lines += ["", *scenario_table(records), "", *raw_beside(records), "", *task_cost_table(records)]
     return "\n".join(lines) + "\n"
 
 
@@ -136,6 +151,133 @@ def scenario_plot(records: dict[str, dict[str, object]]) -> str:
     return _chart("Tokens per answer, by scenario and backend (parity tasks)", rows)
 
 
+def task_costs(records: dict[str, dict[str, object]]) -> dict[str, dict[str, dict[str, object]]]:
+    """The task-cost records: task → driver → its record, tasks in the order they were recorded by name."""
+    table: dict[str, dict[str, dict[str, object]]] = {}
+    for name, figures in records.items():
+        if name.startswith(TASK_COST):
+            table.setdefault(str(figures.get("task")), {})[str(figures.get("driver"))] = figures
+    return table
+
+
+def cost_of(record: dict[str, object] | None) -> int | None:
+    """A row's tokens if its driver did the task; None for a failed, missing or not-applicable row (never a cost)."""
+    if record is None or record.get("valid") is not True or not isinstance(record.get("tokens"), int):
+        return None
+    return int(record["tokens"])  # type: ignore[call-overload]
+
+
+def _cell(record: dict[str, object] | None) -> str:
+    if record is None:
+        return "-"
+    if record.get("valid") is None:
+        return "n/a"
+    cost = cost_of(record)
+    return "FAILED" if cost is None else f"{cost:,} ({record.get('calls')})"
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def task_cost_table(records: dict[str, dict[str, object]]) -> list[str]:
+    """Per task: what a model reads with ours and with each raw upstream doing the same steps (tokens, and calls in
+    brackets), the ratios, then totals and medians over the tasks every driver did, and the issue-31 goal lines. A
+    row whose driver did not reach the task's end is FAILED, never a figure; a task a raw upstream has no
+    equivalent for is n/a."""
+    table = task_costs(records)
+    if not table:
+        return ["task cost: no task-cost figures in this run"]
+    names = [key for key, _ in DRIVERS]
+    head = f"  {'task':<18} {'group':<9}" + "".join(f" {title:>25}" for _, title in DRIVERS)
+    head += "".join(f" {short + '/ours':>10}" for short in ("pw", "cdm"))
+    lines = [
+        "task cost (o200k tokens a model reads per task: the tool definitions once + every answer, text and images; "
+        "calls in brackets):",
+        head,
+    ]
+    notes = []
+    for task, rows in table.items():
+        costs = [cost_of(rows.get(name)) for name in names]
+        ratios = [f"{raw / costs[0]:.1f}x" if costs[0] and raw is not None else "-" for raw in costs[1:]]
+        group = next((str(r.get("group")) for r in rows.values()), "")
+        cells = "".join(f" {_cell(rows.get(name)):>25}" for name in names)
+        lines.append(f"  {task:<18} {group:<9}{cells}" + "".join(f" {ratio:>10}" for ratio in ratios))
+        reasons = {f"n/a: {r['na']}" for r in rows.values() if r.get("na")}
+        notes += [f"  {task}: {reason}" for reason in sorted(reasons)]
+        notes += [f"  {task} {name}: FAILED: {r['failure']}" for name, r in rows.items() if r.get("failure")]
+        notes += sorted({f"  {task}: {r['note']}" for r in rows.values() if r.get("note")})
+    complete = [rows for rows in table.values() if all(cost_of(rows.get(name)) is not None for name in names)]
+    totals = [sum(cost_of(rows.get(name)) or 0 for rows in complete) for name in names]
+    calls = [sum(int(rows[name].get("calls") or 0) for rows in complete) for name in names]  # type: ignore[call-overload]
+    medians = [_median([float(c) for rows in table.values() if (c := cost_of(rows.get(name))) is not None])
+               for name in names]  # fmt: skip
+    lines.append(
+        f"  {'total (' + str(len(complete)) + ' tasks all did)':<28}"
+        + "".join(f" {f'{t:,} ({c})':>25}" for t, c in zip(totals, calls, strict=True))
+        + "".join(f" {f'{t / totals[0]:.1f}x' if totals[0] else '-':>10}" for t in totals[1:])
+    )
+    lines.append(
+        f"  {'median (tasks each did)':<28}" + "".join(f" {'-' if m is None else f'{m:,.0f}':>25}" for m in medians)
+    )
+    pw_ratios = [
+        raw / ours
+        for rows in table.values()
+        if (ours := cost_of(rows.get(names[0]))) and (raw := cost_of(rows.get(names[1]))) is not None
+    ]
+    median_ratio = _median(pw_ratios)
+    total_ratio = totals[1] / totals[0] if totals[0] else None
+    ours_median = medians[0]
+    lines.append(
+        f"  goal: median task ≤ {MEDIAN_GOAL:,} tokens for ours: "
+        + ("no figure" if ours_median is None else f"{ours_median:,.0f}, " + _met(ours_median <= MEDIAN_GOAL))
+    )
+    lines.append(
+        f"  goal: ≥ {RATIO_GOAL:g}x fewer than raw @playwright/mcp on the same tasks: "
+        + (
+            "no figure"
+            if median_ratio is None or total_ratio is None
+            else f"total {total_ratio:.1f}x, median task {median_ratio:.1f}x, "
+            + _met(min(total_ratio, median_ratio) >= RATIO_GOAL)
+        )
+    )
+    failed = sum(1 for rows in table.values() for r in rows.values() if r.get("valid") is False)
+    if failed:
+        lines.append(f"  {failed} FAILED row(s): a task that did not happen has no cost")
+    return lines + (["notes:", *notes] if notes else [])
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT MET"
+
+
+def task_cost_plot(records: dict[str, dict[str, object]]) -> str:
+    """An SVG: per task, one bar per driver for the tokens a model reads (log scale: the raw upstreams read up to
+    a hundred times more); a FAILED row is a red mark with no length, n/a rows are left out."""
+    import math
+
+    table = task_costs(records)
+    fills = dict(zip((key for key, _ in DRIVERS), ("#2d6a4f", "#1d4e89", "#7b2cbf"), strict=True))
+    widest = max([cost_of(r) or 1 for rows in table.values() for r in rows.values()] or [1])
+    top = math.log10(max(widest, 10))
+    rows = []
+    for task, drivers in table.items():
+        for key, title in DRIVERS:
+            record = drivers.get(key)
+            if record is None or record.get("valid") is None:
+                continue
+            cost = cost_of(record)
+            if cost is None:
+                rows.append((f"{task} · {title}", 0.0, "#c1121f", "FAILED"))
+            else:
+                rows.append((f"{task} · {title}", math.log10(max(cost, 1)) / top, fills[key], f"{cost:,}"))
+    return _chart("Tokens a model reads per task, ours beside the raw upstreams (log scale)", rows)
+
+
 LABEL_W, BAR_W, ROW_H, TOP = 420, 360, 22, 40
 """Chart geometry in px: the label column, the widest bar, a row, the title band."""
 
@@ -189,8 +331,9 @@ def main() -> int:
     (COSTS / SUMMARY).write_text(text, encoding="utf-8")
     (COSTS / PLOT).write_text(plot(records), encoding="utf-8")
     (COSTS / SCENARIO_PLOT).write_text(scenario_plot(records), encoding="utf-8")
+    (COSTS / TASK_COST_PLOT).write_text(task_cost_plot(records), encoding="utf-8")
     print(text, end="")
-    print(f"written: {COSTS / SUMMARY}, {COSTS / PLOT}, {COSTS / SCENARIO_PLOT}")
+    print(f"written: {COSTS / SUMMARY}, {COSTS / PLOT}, {COSTS / SCENARIO_PLOT}, {COSTS / TASK_COST_PLOT}")
     return 0
 
 

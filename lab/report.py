@@ -67,6 +67,11 @@ GLOBALS = (
     ("mutation score and survivors (make mutation)", mutation_report(), "text/markdown"),
     ("budgets (plot)", REPO_ROOT / "reports" / "costs" / "budgets.svg", "image/svg+xml"),
     ("tokens by scenario and backend (plot)", REPO_ROOT / "reports" / "costs" / "scenarios.svg", "image/svg+xml"),
+    (
+        "tokens per task, ours beside the raw upstreams (plot)",
+        REPO_ROOT / "reports" / "costs" / "task_cost.svg",
+        "image/svg+xml",
+    ),
     ("parity table", REPO_ROOT / "docs" / "parity.md", "text/markdown"),
 )
 """Run-wide evidence attached to the report's front page (name, file, type); `make lab` writes the costs first."""

@@ -74,3 +74,68 @@ def test_the_scenario_table_shows_each_task_on_each_backend_and_the_raw_upstream
     svg = (tmp_path / "scenarios.svg").read_text()
     assert svg.count("<rect x=") == 5  # observe and act bars of two catalogue runs, observe of the login run
     assert "catalogue playwright_mcp tokens/observe" in svg
+
+
+def task_cost(task: str, driver: str, tokens: int | None, calls: int = 2, **extra: object) -> dict[str, object]:
+    record: dict[str, object] = {"task": task, "group": "eval", "driver": driver, "valid": tokens is not None}
+    if tokens is not None:
+        record |= {"tokens": tokens, "calls": calls}
+    return record | extra
+
+
+def write_task_costs(folder: Path, *records: dict[str, object]) -> None:
+    for record in records:
+        (folder / f"taskcost-{record['task']}-{record['driver']}.json").write_text(json.dumps(record))
+
+
+def test_the_task_cost_table_shows_ours_beside_each_raw_upstream_with_ratios_totals_medians_and_goals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_task_costs(
+        tmp_path,
+        task_cost("read", "ours", 1000), task_cost("read", "raw_playwright_mcp", 12000, 1),
+        task_cost("read", "raw_chrome_devtools_mcp", 9000, 1),
+        task_cost("buy", "ours", 2000, 4), task_cost("buy", "raw_playwright_mcp", 30000, 6),
+        task_cost("buy", "raw_chrome_devtools_mcp", 20000, 5),
+        task_cost("pay", "ours", 1500, 3),
+        {**task_cost("pay", "raw_playwright_mcp", None), "valid": None, "na": "dialogs are the user's"},
+    )  # fmt: skip
+    monkeypatch.setattr(costs, "COSTS", tmp_path)
+    assert costs.main() == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert rows["read"].split()[2:] == ["1,000", "(2)", "12,000", "(1)", "9,000", "(1)", "12.0x", "9.0x"]
+    assert rows["buy"].split()[2:] == ["2,000", "(4)", "30,000", "(6)", "20,000", "(5)", "15.0x", "10.0x"]
+    assert rows["pay"].split()[2:] == ["1,500", "(3)", "n/a", "-", "-", "-"]
+    total = rows["total"].split()
+    assert total[:5] == ["total", "(2", "tasks", "all", "did)"]  # pay is not a task every driver did
+    assert total[5:] == ["3,000", "(6)", "42,000", "(7)", "29,000", "(6)", "14.0x", "9.7x"]
+    assert "goal: median task ≤ 3,000 tokens for ours: 1,500, met" in out
+    assert "goal: ≥ 10x fewer than raw @playwright/mcp on the same tasks: total 14.0x, median task 13.5x, met" in out
+    assert "  pay: n/a: dialogs are the user's" in out
+    assert (tmp_path / costs.TASK_COST_PLOT).read_text().count("<rect x=") == 7  # n/a draws no bar
+
+
+@pytest.mark.negative_control
+def test_a_row_whose_driver_did_not_reach_the_answer_is_shown_failed_never_as_a_cost() -> None:
+    """A doctored run: the raw driver "costs" 10 tokens on a task it never finished. Were its tokens taken as a
+    cost, the table would show 10 and a ratio of 0.0x, and the goal would read as missed for the wrong reason."""
+    records = {
+        "taskcost-buy-ours": task_cost("buy", "ours", 2000, 4),
+        "taskcost-buy-raw_playwright_mcp": {
+            **task_cost("buy", "raw_playwright_mcp", 10, 1),
+            "valid": False,
+            "failure": "no element named 'Add to cart' in the snapshot",
+        },
+        "taskcost-buy-raw_chrome_devtools_mcp": task_cost("buy", "raw_chrome_devtools_mcp", 20000, 5),
+    }
+    lines = costs.task_cost_table(records)
+    row = next(line for line in lines if line.startswith("  buy"))
+    assert row.split()[2:] == ["2,000", "(4)", "FAILED", "20,000", "(5)", "-", "10.0x"]
+    assert "10 (1)" not in "\n".join(lines)
+    assert "  total (0 tasks all did)" in "\n".join(lines)
+    assert "  buy raw_playwright_mcp: FAILED: no element named 'Add to cart' in the snapshot" in lines
+    assert "  1 FAILED row(s): a task that did not happen has no cost" in lines
+    svg = costs.task_cost_plot(records)
+    assert ">FAILED</text>" in svg
+    assert ">10</text>" not in svg

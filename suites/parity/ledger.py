@@ -858,6 +858,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req("bench:act-latency", "budgets", "act latency against the raw upstream is measured (not asserted)"),
     _req(
+        "bench:task-cost",
+        "cost",
+        "what a model reads per task (tool definitions once, every answer, the calls) is measured for ours and the "
+        "raw @playwright/mcp and chrome-devtools-mcp doing the same steps in one run; a task not done is FAILED",
+    ),
+    _req(
         "bench:overhead",
         "cost",
         "the runtime's own time per act beyond its backend's (p50) is measured per phase, budget one frame "
