@@ -65,6 +65,7 @@ ONE_OPTION = "select one option per act"
 class OpenClaudeChromeBackend:
     name = "open_claude_chrome"
     types_and_submits = False
+    diagnoses = False  # the contract has no console or network reader
 
     def __init__(
         self,

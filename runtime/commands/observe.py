@@ -4,6 +4,7 @@ viewport's elements first; after an act, only what changed when that is shorter.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from runtime.arguments import ComputerUseArgs
 from runtime.backend import BackendError, Failure, Snapshot
@@ -21,6 +22,7 @@ from runtime.viewport import IN_VIEW_JS, in_view_first
 
 STALE_DIALOG_READS = 5
 """Snapshots asked again while an upstream still reports a dialog the runtime's probe saw close."""
+NO_DIAGNOSTICS = "observe with detail interactive, full or visual: this backend reads no console or network diagnostics"
 IN_VIEW_TIMEOUT = 2.0
 """Seconds the probe may take to list the elements in the viewport; past it the frame stays in document order."""
 
@@ -32,6 +34,12 @@ class Observing(Command):
             if frame is None or frame.id != args.frame_id:
                 raise Refusal(ReasonCode.stale_observation, "offset continues the latest frame; pass its frame_id")
             return Outcome(self._observation(session, frame, args.offset))
+        if args.detail == "diagnostics" and not getattr(session.backend, "diagnoses", False):
+            raise Refusal(
+                ReasonCode.invalid_arguments,
+                f"detail=diagnostics is not offered by backend {session.backend_name}",
+                NO_DIAGNOSTICS,
+            )
         return await self._observe_session(session, args.detail, context)
 
     async def _observe_session(
@@ -51,6 +59,10 @@ class Observing(Command):
             read_one = session.gateway.documents - documents == 0 or session.gateway.documents == 1
             document = session.gateway.document if read_one else None
             image = None
+            if detail == "diagnostics":
+                diagnostics = await self._until_stopped(session, session.backend.diagnostics(), timeout)
+                snapshot = dataclasses.replace(snapshot, diagnostics=diagnostics)
+                mark("backend_diagnostics")
             if detail == "visual":
                 image = await self._until_stopped(session, session.screenshot(), timeout)
                 mark("backend_screenshot")

@@ -944,6 +944,27 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "three-backends",
         "the backend's upstream, behind the gateway, works on the bound Page and never touches another",
     ),
+    _req(
+        "observe:diagnostics",
+        "three-backends",
+        "observe with detail=diagnostics adds the Page's latest console errors and failed requests: counted, at "
+        "most ten of each, cleaned, quoted and cut, urls without query, inside the frame's nonce lines",
+        divergences={
+            PW: "the spec gives console/network diagnostics to chrome_devtools_mcp only: refused before any read "
+            "(invalid_arguments, hint: observe with another detail)",
+            OCC: "its tool contract has no console or network reader: refused before any read (invalid_arguments, "
+            "hint: observe with another detail)",
+        },
+    ),
+    _req(
+        "observe:diagnostics-own-page",
+        "three-backends",
+        "a diagnostics observation never shows another Page's console errors or requests",
+        divergences={
+            PW: "no diagnostics at all (observe:diagnostics)",
+            OCC: "no diagnostics at all (observe:diagnostics)",
+        },
+    ),
     # -- backend adapters --------------------------------------------------------------------------------------
     _req("adapter:snapshot", "three-backends", "a snapshot lists controls with roles, names, state and the text"),
     _req("adapter:compact-snapshot", "budgets", "a large snapshot renders in far fewer tokens than raw"),
