@@ -28,18 +28,23 @@ IN_VIEW_TIMEOUT = 2.0
 
 
 class Observing(Command):
+    def refuse_without_diagnostics(self, session_id: str | None) -> None:
+        """`detail=diagnostics` where the backend reads none (the session's, or the setting's for a new session):
+        refused before a session opens or anything is read, 0 CDP commands, as every invalid_arguments is."""
+        live = self.sessions.live.get(session_id or "")
+        name = live.backend_name if live is not None else self.settings.backend
+        backend = live.backend if live is not None else self.sessions.backends.get(name)
+        if not getattr(backend, "diagnoses", False):
+            raise Refusal(
+                ReasonCode.invalid_arguments, f"detail=diagnostics is not offered by backend {name}", NO_DIAGNOSTICS
+            )
+
     async def _observe(self, session: ComputerSession, args: ComputerUseArgs, context: PageContext) -> Outcome:
         if args.offset:
             frame = session.latest
             if frame is None or frame.id != args.frame_id:
                 raise Refusal(ReasonCode.stale_observation, "offset continues the latest frame; pass its frame_id")
             return Outcome(self._observation(session, frame, args.offset))
-        if args.detail == "diagnostics" and not getattr(session.backend, "diagnoses", False):
-            raise Refusal(
-                ReasonCode.invalid_arguments,
-                f"detail=diagnostics is not offered by backend {session.backend_name}",
-                NO_DIAGNOSTICS,
-            )
         return await self._observe_session(session, args.detail, context)
 
     async def _observe_session(

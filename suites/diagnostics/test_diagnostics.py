@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Awaitable, Callable
 
 import pytest
 
+from backends.chrome_devtools_mcp import ChromeDevToolsMCPBackend
+from lab.tap import CDPTap
 from runtime import observation
-from runtime.backend import Backend, BackendConfig, Diagnostics
+from runtime.backend import Diagnostics
 from runtime.commands.observe import NO_DIAGNOSTICS
-from runtime.service import BackendFactory
 from suites.harness import Agent, Desk
+from suites.proofs import runtime_commands
 
 CDM = "chrome_devtools_mcp"
 OTHERS = ("playwright_mcp", "open_claude_chrome")
@@ -119,22 +122,16 @@ def assert_own_page_only(text: str) -> None:
     assert "bravo" not in text, f"another Page's console error in the observation: {text}"
 
 
-def leaking(factory: BackendFactory, leak: str) -> BackendFactory:
-    """A broken backend for the scope control: its diagnostics also carry another Page's console error (the way an
+def leaking(leak: str) -> Callable[[ChromeDevToolsMCPBackend], Awaitable[Diagnostics]]:
+    """A broken diagnostics read for the scope control: it also carries another Page's console error (the way an
     upstream that lists every page's console would)."""
+    own = ChromeDevToolsMCPBackend.diagnostics
 
-    def make(config: BackendConfig) -> Backend:
-        backend = factory(config)
-        own = backend.diagnostics
+    async def with_leak(backend: ChromeDevToolsMCPBackend) -> Diagnostics:
+        found = await own(backend)
+        return Diagnostics((*found.errors, leak), found.failed, found.errors_total + 1, found.failed_total)
 
-        async def with_leak() -> Diagnostics:
-            found = await own()
-            return Diagnostics((*found.errors, leak), found.failed, found.errors_total + 1, found.failed_total)
-
-        backend.diagnostics = with_leak  # type: ignore[method-assign]
-        return backend
-
-    return make
+    return with_leak
 
 
 @pytest.mark.backends(CDM)
@@ -153,10 +150,9 @@ async def test_another_pages_console_errors_never_show_in_a_diagnostics_observat
 @pytest.mark.backends(CDM)
 @pytest.mark.req("observe:diagnostics-own-page")
 async def test_the_own_page_check_catches_a_backend_that_lists_another_pages_console(
-    two_sync_pages: Desk, agent: Agent, backend: str
+    two_sync_pages: Desk, agent: Agent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    backends = two_sync_pages.runtime.service.sessions.backends
-    backends[backend] = leaking(backends[backend], "Sync bravo failed #1")
+    monkeypatch.setattr(ChromeDevToolsMCPBackend, "diagnostics", leaking("Sync bravo failed #1"))
     first = await agent.observe(page="left")
     await fail_sync(two_sync_pages, "A", "alpha")
     seen = await agent.observe(computer_session_id=first.computer_session_id, detail="diagnostics")
@@ -166,9 +162,14 @@ async def test_the_own_page_check_catches_a_backend_that_lists_another_pages_con
 
 @pytest.mark.backends(*OTHERS)
 @pytest.mark.req("observe:diagnostics", "observe:diagnostics-own-page")
-async def test_a_backend_without_diagnostics_refuses_them_with_a_hint_that_works(one_page_desk, agent: Agent) -> None:
-    await one_page_desk("/faults/sync")
-    refused = await agent.call(command="observe", page="left", detail="diagnostics")
+async def test_a_backend_without_diagnostics_refuses_them_before_any_cdp_command_with_a_hint_that_works(
+    one_page_desk, agent: Agent, tap: CDPTap
+) -> None:
+    desk: Desk = await one_page_desk("/faults/sync")
+    request = await desk.request()  # the host's reads of its Pages come before the call
+    since = len(tap.records)
+    refused = await agent.call(request, command="observe", page="left", detail="diagnostics")
+    assert runtime_commands(tap, since) == [], "the refusal sent CDP commands"
     assert refused.reason_code == "invalid_arguments", refused
     assert refused.hint == NO_DIAGNOSTICS, refused
     seen = await agent.observe(page="left", detail="interactive")
