@@ -116,6 +116,11 @@ class Backend(Protocol):
     that field. False: the backend is never sent `submit`; the runtime types, checks that the field still has the
     focus, then presses Enter (`runtime/commands/act.py`), so `submit` means the same on every backend."""
 
+    screenshot_fallback: bool
+    """True when the backend's observation is page structure and refs plus "one viewport screenshot when semantic
+    location is not enough" (the spec's open_claude_chrome): an `observe` whose Page shows a drawn surface in its
+    viewport (`runtime/viewport.py` `DRAWN_JS`, the runtime's probe decides) carries one screenshot without
+    `detail=visual`. An act's re-observation never does."""
     diagnoses: bool
     """True when the backend reads the bound Page's console errors and failed requests (`diagnostics`); the runtime
     refuses `detail=diagnostics` on any other before anything is sent."""

@@ -100,6 +100,7 @@ class ChromeDevToolsMCPBackend(ChildBackend):
     name = "chrome_devtools_mcp"
     types_and_submits = False
     diagnoses = True
+    screenshot_fallback = False
     EXECUTABLE = EXECUTABLE
     CLIENT = DevToolsClient
     PRIVATE_DIRS = ("home", "tmp", "cache", "config", "data", "run", "files")

@@ -68,6 +68,7 @@ class PlaywrightMCPBackend(ChildBackend):
     name = "playwright_mcp"
     types_and_submits = True
     diagnoses = False  # its console and network tools are not allowlisted (the parity ledger says why)
+    screenshot_fallback = False
     EXECUTABLE = EXECUTABLE
     CLIENT = PlaywrightClient
     PRIVATE_DIRS = ("home", "tmp", "cache", "config", "data", "output")

@@ -150,6 +150,19 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "visual:canvas-one-screenshot", "release-proof-visual-limits", "a canvas observation takes at most 1 screenshot"
     ),
     _req(
+        "visual:semantic-fallback",
+        "three-backends",
+        "an observation whose viewport shows a drawn surface (a canvas or an image map, 160x120 px or more, as the "
+        "runtime's probe sees it) carries one viewport screenshot without detail=visual; an act's re-observation "
+        "and a DOM Page none",
+        divergences={
+            PW: "the spec gives the fallback to open_claude_chrome: the observation is text only, and a canvas "
+            "takes its screenshot when asked (detail=visual)",
+            CDM: "the spec gives the fallback to open_claude_chrome: the observation is text only, and a canvas "
+            "takes its screenshot when asked (detail=visual)",
+        },
+    ),
+    _req(
         "visual:point-next-request-only",
         "cost-and-boundaries",
         "a screenshot's point is good for the next model request only",
