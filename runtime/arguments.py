@@ -14,7 +14,7 @@ from runtime.models import Action, Assertion
 from runtime.models.action import Short
 
 Command = Literal["list_pages", "observe", "act", "verify"]
-Detail = Literal["interactive", "full", "visual"]
+Detail = Literal["interactive", "full", "visual", "diagnostics"]
 Id = Short
 """A Page handle, relation word, session or frame id: short tokens the runtime minted or names."""
 

@@ -28,6 +28,19 @@ class Element:
 
 
 @dataclass(frozen=True)
+class Diagnostics:
+    """The bound Page's recent console errors and failed requests, as its backend read them: page-controlled text,
+    which the runtime bounds, cleans and frames (`runtime/observation.py`). Never bodies, cookies or headers."""
+
+    errors: tuple[str, ...] = ()
+    """The latest console errors and uncaught exceptions, oldest first."""
+    failed: tuple[tuple[str, str, str], ...] = ()
+    """The latest failed requests (status >= 400 or no response), oldest first: (method, url, status or error)."""
+    errors_total: int = 0
+    failed_total: int = 0
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """A normalized observation: bounded text plus the interactive elements in document order."""
 
@@ -38,6 +51,8 @@ class Snapshot:
     upstream_chars: int = 0  # size of what the upstream returned, for cost benchmarks
     elements_dropped: int = 0
     """Interactive elements past the backend's cap (tens of thousands), said by the runtime, not by page text."""
+    diagnostics: Diagnostics | None = None
+    """Set by the runtime on a `detail=diagnostics` observation, from `Backend.diagnostics()`."""
 
 
 def _alive() -> str | None:
@@ -101,6 +116,15 @@ class Backend(Protocol):
     that field. False: the backend is never sent `submit`; the runtime types, checks that the field still has the
     focus, then presses Enter (`runtime/commands/act.py`), so `submit` means the same on every backend."""
 
+    screenshot_fallback: bool
+    """True when the backend's observation is page structure and refs plus "one viewport screenshot when semantic
+    location is not enough" (the spec's open_claude_chrome): an `observe` whose Page shows a drawn surface in its
+    viewport (`runtime/viewport.py` `DRAWN_JS`, the runtime's probe decides) carries one screenshot without
+    `detail=visual`. An act's re-observation never does."""
+    diagnoses: bool
+    """True when the backend reads the bound Page's console errors and failed requests (`diagnostics`); the runtime
+    refuses `detail=diagnostics` on any other before anything is sent."""
+
     async def start(self) -> None: ...
 
     async def snapshot(self) -> Snapshot: ...
@@ -111,6 +135,10 @@ class Backend(Protocol):
 
     async def screenshot(self) -> bytes:
         """One PNG of the viewport, for visual checks and canvas only."""
+        ...
+
+    async def diagnostics(self) -> Diagnostics:
+        """The bound Page's recent console errors and failed requests; called only when `diagnoses` is True."""
         ...
 
     async def close(self) -> None: ...

@@ -19,6 +19,9 @@ goes through `clean` before an agent reads it, so none can start a line, close a
 - `‹` and `›` become `<` and `>`: the two are the runtime's own, for the cut marker `‹+N›` (N more characters were
   cut), so a page can neither pass a cut string off as whole nor whole text as cut (4 o200k tokens; `⟦+N⟧` costs 8);
 - inside a quoted name or value (`quote`), `\\` and `"` are escaped, so `Save" checked` stays one name.
+A `detail=diagnostics` observation adds the Page's latest console errors and failed requests, each a `- ` line of
+quoted, cleaned, cut strings inside the frame's marker lines; a request's url loses its credentials, query string
+and fragment (where tokens travel), and no header, cookie or body is ever read.
 The observation of a frame sits between `<page nonce=…>` and `</page nonce=…>` lines whose nonce is random per
 frame: a page cannot know it, and cannot start a line to fake it anyway.
 """
@@ -30,7 +33,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a leaf module: models import `clean`, and the backend contract imports the models
-    from runtime.backend import Element, Snapshot
+    from runtime.backend import Diagnostics, Element, Snapshot
     from runtime.delta import Delta
 
 NAME_CHARS = 60
@@ -39,6 +42,10 @@ ROLE_CHARS = 32
 URL_CHARS = 500
 TITLE_CHARS = 200
 PREVIEW_CHARS = 160
+DIAGNOSTIC_CHARS = 160
+"""Characters of one console error, or of one failed request's url, in a diagnostics observation."""
+DIAGNOSTIC_ENTRIES = 10
+"""Console errors, and failed requests, shown at most (the latest; the totals are said)."""
 FAILURE_CHARS = 200
 """Characters of a page's url, title, name or value quoted in a verification failure."""
 TEXT_CHARS = {"interactive": 600, "full": 6000}
@@ -76,6 +83,8 @@ _TABLE: dict[int, str | None] = {
     ord("›"): ">",
 }
 _ROLE = re.compile(r"[^\w-]")
+_STATUS = re.compile(r"[^\w:.-]")
+_CREDENTIALS = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
 
 
 def well_formed(text: str) -> str:
@@ -122,6 +131,28 @@ def element_line(element: Element) -> str:
     return line
 
 
+def bare_url(url: str) -> str:
+    """`url` without credentials, query string or fragment: what a diagnostics line may show of a request."""
+    return _CREDENTIALS.sub(r"\1", url.split("#", 1)[0].split("?", 1)[0])
+
+
+def diagnostic_lines(diagnostics: Diagnostics) -> list[str]:
+    """The Page's latest console errors and failed requests as an observation shows them: the totals, then at most
+    `DIAGNOSTIC_ENTRIES` of each, oldest first, every page-controlled string quoted and cut."""
+    errors = diagnostics.errors[-DIAGNOSTIC_ENTRIES:]
+    failed = diagnostics.failed[-DIAGNOSTIC_ENTRIES:]
+    total = max(diagnostics.errors_total, len(diagnostics.errors))
+    lines = [f"console errors: {total}" + (f", the last {len(errors)}:" if len(errors) < total else "")]
+    lines += ["- " + quote(text, DIAGNOSTIC_CHARS) for text in errors]
+    total = max(diagnostics.failed_total, len(diagnostics.failed))
+    shown = f", the last {len(failed)}" if len(failed) < total else ""
+    lines.append(f"failed requests: {total}{shown} (urls without query)")
+    for method, url, status in failed:
+        method = _STATUS.sub("", clean(method, 12)) or "?"
+        lines.append(f"- {method} {quote(bare_url(url), DIAGNOSTIC_CHARS)} {_STATUS.sub('', clean(status, 40)) or '?'}")
+    return lines
+
+
 def render(
     snapshot: Snapshot,
     detail: str,
@@ -145,6 +176,8 @@ def render(
         text = _text_within(snapshot.text, TEXT_CHARS.get(detail, TEXT_CHARS["interactive"]), cap * TEXT_SHARE)
         if text:
             head.append("text: " + text)
+        if snapshot.diagnostics is not None:
+            head += diagnostic_lines(snapshot.diagnostics)
     tail = [f"</page nonce={nonce}>"] if nonce else []
     if snapshot.elements_dropped:
         tail.append(f"({snapshot.elements_dropped:,} more elements of this Page were left out: act on these)")

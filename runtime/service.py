@@ -131,6 +131,8 @@ class ComputerUseService(Acting, Verifying):
             if args.command == "list_pages":
                 pages = [info for info in context.pages.values() if not await self._reserved(info.handle)]
                 return Outcome(ComputerUseResult(status="ok", message=f"{len(pages)} authorized Page(s).", pages=pages))
+            if args.command == "observe" and args.detail == "diagnostics" and not args.offset:
+                self.refuse_without_diagnostics(args.computer_session_id)
             if args.command == "observe" and args.computer_session_id is None:
                 page = self._resolve(args.page or "", context)
                 await self.refuse_reserved(page)

@@ -17,6 +17,24 @@ from runtime.backend import Element
 from runtime.commit import loose
 from runtime.observation import NAME_CHARS
 
+DRAWN_MIN = (160, 120)
+"""CSS px (width, height) of a drawn surface's visible part at least: a seat map or a chart, not an icon."""
+DRAWN_JS = f"""
+(() => {{
+  const [minW, minH] = [{DRAWN_MIN[0]}, {DRAWN_MIN[1]}];
+  for (const el of document.querySelectorAll('canvas, img[usemap]')) {{
+    const r = el.getBoundingClientRect();
+    const w = Math.min(r.right, innerWidth) - Math.max(r.left, 0);
+    const h = Math.min(r.bottom, innerHeight) - Math.max(r.top, 0);
+    const style = getComputedStyle(el);
+    if (w >= minW && h >= minH && style.visibility === 'visible' && Number(style.opacity) > 0) return true;
+  }}
+  return false;
+}})()
+"""
+"""Whether the viewport shows a drawn surface: a canvas or an image map with at least `DRAWN_MIN` of it visible.
+Read by the runtime's probe in its own world, so a page's words cannot claim one; a page that draws one anyway
+gets at most the one screenshot an observation may carry."""
 IN_VIEW_MAX = 400
 """In-view elements the probe reports at most (a viewport of a dense page holds a few hundred)."""
 NEAREST = 64

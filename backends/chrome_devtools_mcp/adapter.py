@@ -14,6 +14,9 @@ Action mapping (exactly one upstream tool call per canonical Action; nothing els
     scroll (ref)          -> hover {pageId, uid}                                (scrolls it into view and rests
                                                                                  the mouse on it; no direction)
     screenshot()          -> take_screenshot {pageId, format: png}              (inline image, viewport only)
+    diagnostics()         -> list_console_messages {pageId, types: [error]}     (since the last navigation)
+                             + list_network_requests {pageId}                  (method, url, status: no headers
+                                                                                 or bodies; the failed ones kept)
     snapshot()            -> take_snapshot {pageId}                             (structured JSON, see snapshot.py)
 
 `type` with `submit` has no single upstream call (`fill` has no submit; `type_text` has a submit key but types into
@@ -45,7 +48,8 @@ Uids go upstream only if they match the upstream's uid syntax (`3_14`). Nothing 
 
 Flags: the gateway's endpoint in `--config <file>` (`browserUrl`, a 0600 file in a 0700 directory, never on the
 command line), no usage statistics, no CrUX, no update checks, no config discovery;
-categories performance, network, emulation and memory off; no JavaScript evaluation; no file: navigations; no
+categories performance, emulation and memory off (network stays on for `list_network_requests`, the one network
+tool allowlisted); no JavaScript evaluation; no file: navigations; no
 source maps (DevTools would fetch them from the page's server); structured content (the only safe snapshot format);
 vision (click_at); file tools restricted to the workdir. HOME, TMPDIR and XDG_* point into the workdir.
 """
@@ -64,7 +68,7 @@ from backends.chrome_devtools_mcp.errors import navigation_failure, upstream_err
 from backends.chrome_devtools_mcp.snapshot import UID, SnapshotFormatError, parse_snapshot
 from backends.common.child_backend import ChildBackend
 from backends.common.roles import CHECKABLE_ROLES
-from runtime.backend import BackendConfig, BackendError, Element, Failure, Snapshot
+from runtime.backend import BackendConfig, BackendError, Diagnostics, Element, Failure, Snapshot
 from runtime.models import Action
 
 EXECUTABLE = "chrome-devtools-mcp"
@@ -74,6 +78,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 KEY_CHARACTERS = frozenset("\r\n\x00")
 """Characters Puppeteer's `fill` (which types values under 100 characters key by key) sends as key presses:
 Enter, Enter, NumpadDecimal."""
+DIAGNOSTIC_ENTRIES = 10
+"""The latest console errors, and failed requests, a diagnostics read keeps (the runtime shows as many at most)."""
 ENV = {
     "CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS": "1",  # no Clearcut telemetry
     "CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS": "1",  # no npm registry check, no detached checker process
@@ -93,6 +99,8 @@ ONE_OPTION = "select one option per act, by its visible label"
 class ChromeDevToolsMCPBackend(ChildBackend):
     name = "chrome_devtools_mcp"
     types_and_submits = False
+    diagnoses = True
+    screenshot_fallback = False
     EXECUTABLE = EXECUTABLE
     CLIENT = DevToolsClient
     PRIVATE_DIRS = ("home", "tmp", "cache", "config", "data", "run", "files")
@@ -119,7 +127,6 @@ class ChromeDevToolsMCPBackend(ChildBackend):
             "--no-usage-statistics",
             "--no-performance-crux",
             "--no-category-performance",
-            "--no-category-network",
             "--no-category-emulation",
             "--no-category-memory",
             "--no-javascript-evaluation",
@@ -171,6 +178,11 @@ class ChromeDevToolsMCPBackend(ChildBackend):
             return await asyncio.to_thread(parse_snapshot, _structured(result), _text(result))
         except SnapshotFormatError as exc:
             raise BackendError(Failure.upstream, f"unreadable take_snapshot answer: {exc}") from None
+
+    async def diagnostics(self) -> Diagnostics:
+        console = await self._call("list_console_messages", {"types": ["error"]})
+        network = await self._call("list_network_requests", {})
+        return parse_diagnostics(_structured(console), _structured(network))
 
     async def act(self, action: Action, element: Element | None) -> None:
         name, arguments = self.upstream_call(action, element)
@@ -244,6 +256,38 @@ class ChromeDevToolsMCPBackend(ChildBackend):
         if not data.startswith(PNG_MAGIC):
             raise BackendError(Failure.upstream, f"take_screenshot returned {images[0].mime_type}, not a PNG")
         return data
+
+
+def parse_diagnostics(console: Mapping[str, Any], network: Mapping[str, Any]) -> Diagnostics:
+    """The last `DIAGNOSTIC_ENTRIES` errors and failed requests of the upstream's structured answers. A grouped
+    message (`count`) counts once per occurrence; a request failed when its status is not a number (an error text
+    such as `net::ERR_FAILED`) or is 400 or more; a pending one has not failed yet."""
+    errors: list[str] = []
+    errors_total = 0
+    for message in _entries(console, "consoleMessages"):
+        text = message.get("text") or message.get("title")
+        if isinstance(text, str):
+            count = message.get("count")
+            errors_total += count if isinstance(count, int) and count > 0 else 1
+            errors.append(text)
+    failed: list[tuple[str, str, str]] = []
+    for request in _entries(network, "networkRequests"):
+        status, url, method = request.get("status"), request.get("url"), request.get("method")
+        if not (isinstance(status, str) and isinstance(url, str) and isinstance(method, str)) or status == "pending":
+            continue
+        if not status.isdigit() or int(status) >= 400:
+            failed.append((method, url, status))
+    return Diagnostics(
+        errors=tuple(errors[-DIAGNOSTIC_ENTRIES:]),
+        failed=tuple(failed[-DIAGNOSTIC_ENTRIES:]),
+        errors_total=errors_total,
+        failed_total=len(failed),
+    )
+
+
+def _entries(structured: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    entries = structured.get(key)
+    return [e for e in entries if isinstance(e, Mapping)] if isinstance(entries, list) else []
 
 
 def _text(result: types.CallToolResult) -> str:

@@ -1,11 +1,12 @@
 """The private chrome-devtools-mcp child: the shared stdio child owner (`backends.common.child`) with this backend's
 allowlist.
 
-Category flags trim what the upstream offers (performance, network, emulation, memory, JavaScript evaluation are
-off), but what is left still includes page management (`list_pages`, `select_page`, `new_page`, `close_page`),
-`upload_file`, `fill_form` (several writes in one call), `drag`, `handle_dialog`, `lighthouse_audit`, screencasts
-and console readers. The runtime fixes the page; the upstream never lists, selects, opens or closes one. So the
-filter is ours, applied by the child owner before anything is written to the child.
+Category flags trim what the upstream offers (performance, emulation, memory, JavaScript evaluation are off), but
+what is left still includes page management (`list_pages`, `select_page`, `new_page`, `close_page`), `upload_file`,
+`fill_form` (several writes in one call), `drag`, `handle_dialog`, `lighthouse_audit`, screencasts, and the
+detailed console and network readers (a request's headers, cookies included, and bodies). The runtime fixes the
+page; the upstream never lists, selects, opens or closes one. So the filter is ours, applied by the child owner
+before anything is written to the child.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ ALLOWLIST: frozenset[str] = frozenset(
         "hover",  # scroll with a ref: scrolls the element into view and rests the mouse on it
         "navigate_page",  # navigate (type=url)
         "take_screenshot",  # one viewport PNG (visual checks only)
+        "list_console_messages",  # detail=diagnostics: the page's console errors (type, text, count; no stacks)
+        "list_network_requests",  # detail=diagnostics: method, url, status (no headers or bodies)
     }
 )
 """Every upstream tool the adapter may call. Everything else is refused, notably list_pages, select_page,
 new_page, close_page, type_text, fill_form, drag, upload_file, handle_dialog, wait_for, lighthouse_audit,
-screencast_start/stop, list_console_messages, get_console_message, get_css_styles, evaluate_script, resize_page,
+screencast_start/stop, get_console_message, get_network_request, get_css_styles, evaluate_script, resize_page,
 emulate, network/performance/memory tools and page-defined (WebMCP, third-party) tools."""
 
 

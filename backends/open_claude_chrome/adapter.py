@@ -65,6 +65,8 @@ ONE_OPTION = "select one option per act"
 class OpenClaudeChromeBackend:
     name = "open_claude_chrome"
     types_and_submits = False
+    diagnoses = False  # the contract has no console or network reader
+    screenshot_fallback = True  # the spec: one viewport screenshot when semantic location is not enough
 
     def __init__(
         self,

@@ -67,6 +67,8 @@ POINT_SCROLL = "scroll without x/y (the viewport, by direction), or scroll to a 
 class PlaywrightMCPBackend(ChildBackend):
     name = "playwright_mcp"
     types_and_submits = True
+    diagnoses = False  # its console and network tools are not allowlisted (the parity ledger says why)
+    screenshot_fallback = False
     EXECUTABLE = EXECUTABLE
     CLIENT = PlaywrightClient
     PRIVATE_DIRS = ("home", "tmp", "cache", "config", "data", "output")

@@ -5,7 +5,10 @@
 (b) `/faults/` "Recalculate forecast" runs a loop that never ends: the renderer hangs until the lab kills it;
 (c) `/faults/dialog-on-load?kind=alert|confirm` opens that dialog from an inline script while the page is still
     loading. Only once someone answers it does the page POST `/faults/dialog-answered` (write): a ledger row is
-    the proof that the dialog was answered, and by then the page shows what the answer was.
+    the proof that the dialog was answered, and by then the page shows what the answer was;
+(d) `/faults/sync` "Sync now" (or `syncNow(label, errors)`, which resolves when it is over) logs `errors` console
+    errors of hostile text and fetches `/faults/sync-missing?token=...` (no route: 404) and port 9, which
+    Chromium refuses to fetch (`net::ERR_UNSAFE_PORT`), both with a token in the query string: the diagnostics proofs.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ def _dialog(request: web.Request) -> dict[str, str]:
 
 ROUTES = (
     Route("GET", "/faults/", page("faults/index.html"), SCENARIO),
+    Route("GET", "/faults/sync", page("faults/sync.html"), SCENARIO),
     Route("GET", "/faults/dialog-on-load", page_with("faults/dialog-on-load.html", _dialog), SCENARIO),
     Route("POST", "/faults/dialog-answered", json_ok(), SCENARIO, write=True),
 )

@@ -47,7 +47,17 @@ class Outcome:
     """The observation tells what changed since the act's frame (`runtime/delta.py`), not the whole frame."""
 
 
-PHASES = ("token", "session", "policy", "backend_act", "backend_snapshot", "backend_screenshot", "frame", "result")
+PHASES = (
+    "token",
+    "session",
+    "policy",
+    "backend_act",
+    "backend_snapshot",
+    "backend_diagnostics",
+    "backend_screenshot",
+    "frame",
+    "result",
+)
 call_marks: ContextVar[list[tuple[str, float]] | None] = ContextVar("computer_use_phase_marks", default=None)
 call_approval: ContextVar[object] = ContextVar("computer_use_approval", default=None)
 """The approval the current call carries in its `_meta` (`runtime/capability/approval.py`), as it came."""

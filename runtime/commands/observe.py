@@ -1,9 +1,11 @@
 """`observe`: a new frame of the session's Page from its backend, rendered within the observation cap, the
-viewport's elements first; after an act, only what changed when that is shorter."""
+viewport's elements first; after an act, only what changed when that is shorter. A screenshot comes with it for
+`detail=visual`, or, on a backend with the screenshot fallback, when the viewport shows a drawn surface."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from runtime.arguments import ComputerUseArgs
 from runtime.backend import BackendError, Failure, Snapshot
@@ -17,15 +19,28 @@ from runtime.probe import DialogOpen, TargetGone
 from runtime.reasons import ReasonCode
 from runtime.session import ComputerSession, Frame
 from runtime.sessions import Refusal
-from runtime.viewport import IN_VIEW_JS, in_view_first
+from runtime.viewport import DRAWN_JS, IN_VIEW_JS, in_view_first
 
 STALE_DIALOG_READS = 5
 """Snapshots asked again while an upstream still reports a dialog the runtime's probe saw close."""
+NO_DIAGNOSTICS = "observe with detail interactive, full or visual: this backend reads no console or network diagnostics"
 IN_VIEW_TIMEOUT = 2.0
-"""Seconds the probe may take to list the elements in the viewport; past it the frame stays in document order."""
+"""Seconds the probe may take for a read of the viewport (its elements, a drawn surface); past it the frame stays in
+document order, and takes no screenshot fallback."""
 
 
 class Observing(Command):
+    def refuse_without_diagnostics(self, session_id: str | None) -> None:
+        """`detail=diagnostics` where the backend reads none (the session's, or the setting's for a new session):
+        refused before a session opens or anything is read, 0 CDP commands, as every invalid_arguments is."""
+        live = self.sessions.live.get(session_id or "")
+        name = live.backend_name if live is not None else self.settings.backend
+        backend = live.backend if live is not None else self.sessions.backends.get(name)
+        if not getattr(backend, "diagnoses", False):
+            raise Refusal(
+                ReasonCode.invalid_arguments, f"detail=diagnostics is not offered by backend {name}", NO_DIAGNOSTICS
+            )
+
     async def _observe(self, session: ComputerSession, args: ComputerUseArgs, context: PageContext) -> Outcome:
         if args.offset:
             frame = session.latest
@@ -51,7 +66,11 @@ class Observing(Command):
             read_one = session.gateway.documents - documents == 0 or session.gateway.documents == 1
             document = session.gateway.document if read_one else None
             image = None
-            if detail == "visual":
+            if detail == "diagnostics":
+                diagnostics = await self._until_stopped(session, session.backend.diagnostics(), timeout)
+                snapshot = dataclasses.replace(snapshot, diagnostics=diagnostics)
+                mark("backend_diagnostics")
+            if detail == "visual" or (since is None and detail != "diagnostics" and await self._drawn(session)):
                 image = await self._until_stopped(session, session.screenshot(), timeout)
                 mark("backend_screenshot")
         except TimeoutError:
@@ -77,6 +96,17 @@ class Observing(Command):
                 outcome.result = self._observation(session, frame, 0)
         mark("frame")
         return outcome
+
+    @staticmethod
+    async def _drawn(session: ComputerSession) -> bool:
+        """Whether this observation takes the backend's screenshot fallback: the backend asks for it and the
+        runtime's probe sees a drawn surface in the viewport (`DRAWN_JS`); False when the probe cannot tell in time."""
+        if not getattr(session.backend, "screenshot_fallback", False):
+            return False
+        try:
+            return await asyncio.wait_for(session.probe.evaluate(DRAWN_JS), IN_VIEW_TIMEOUT) is True
+        except (CDPError, TargetGone, TimeoutError):
+            return False
 
     @staticmethod
     async def _in_view_first(session: ComputerSession, frame: Frame) -> list[int] | None:

@@ -115,7 +115,11 @@ def build_server(service: ComputerUseService) -> ComputerUseServer:
             Field(description="observe: a handle, or left/right/above/below/other_window."),
         ] = None,
         detail: Annotated[
-            Detail, Field(description="observe: full adds text; visual adds one screenshot.")
+            Detail,
+            Field(
+                description="observe: full adds text; visual one screenshot; diagnostics the console errors and "
+                "failed requests."
+            ),
         ] = "interactive",
         offset: Annotated[int, Field(ge=0, description="observe: continue the frame's element list.")] = 0,
         computer_session_id: Annotated[Id | None, Field(description="From observe.")] = None,

@@ -205,7 +205,7 @@ def arguments() -> st.SearchStrategy[dict[str, Any]]:
     """The model's arguments: any subset of the real ones, each plausible or garbage, sometimes unknown keys."""
     fields: dict[str, st.SearchStrategy[Any]] = {
         "page": either(st.sampled_from([Live("handle"), *RELATIONS])),
-        "detail": either(st.sampled_from(["interactive", "full", "visual"])),
+        "detail": either(st.sampled_from(["interactive", "full", "visual", "diagnostics"])),
         "offset": either(st.integers(min_value=-1, max_value=40)),
         "computer_session_id": either(st.just(Live("session"))),
         "frame_id": either(st.just(Live("frame"))),

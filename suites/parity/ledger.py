@@ -150,6 +150,19 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "visual:canvas-one-screenshot", "release-proof-visual-limits", "a canvas observation takes at most 1 screenshot"
     ),
     _req(
+        "visual:semantic-fallback",
+        "three-backends",
+        "an observation whose viewport shows a drawn surface (a canvas or an image map, 160x120 px or more, as the "
+        "runtime's probe sees it) carries one viewport screenshot without detail=visual; an act's re-observation "
+        "and a DOM Page none",
+        divergences={
+            PW: "the spec gives the fallback to open_claude_chrome: the observation is text only, and a canvas "
+            "takes its screenshot when asked (detail=visual)",
+            CDM: "the spec gives the fallback to open_claude_chrome: the observation is text only, and a canvas "
+            "takes its screenshot when asked (detail=visual)",
+        },
+    ),
+    _req(
         "visual:point-next-request-only",
         "cost-and-boundaries",
         "a screenshot's point is good for the next model request only",
@@ -949,6 +962,27 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "gateway:upstream-scoped",
         "three-backends",
         "the backend's upstream, behind the gateway, works on the bound Page and never touches another",
+    ),
+    _req(
+        "observe:diagnostics",
+        "three-backends",
+        "observe with detail=diagnostics adds the Page's latest console errors and failed requests: counted, at "
+        "most ten of each, cleaned, quoted and cut, urls without query, inside the frame's nonce lines",
+        divergences={
+            PW: "the spec gives console/network diagnostics to chrome_devtools_mcp only: refused before any read "
+            "(invalid_arguments, hint: observe with another detail)",
+            OCC: "its tool contract has no console or network reader: refused before any read (invalid_arguments, "
+            "hint: observe with another detail)",
+        },
+    ),
+    _req(
+        "observe:diagnostics-own-page",
+        "three-backends",
+        "a diagnostics observation never shows another Page's console errors or requests",
+        divergences={
+            PW: "no diagnostics at all (observe:diagnostics)",
+            OCC: "no diagnostics at all (observe:diagnostics)",
+        },
     ),
     # -- backend adapters --------------------------------------------------------------------------------------
     _req("adapter:snapshot", "three-backends", "a snapshot lists controls with roles, names, state and the text"),

@@ -12,9 +12,20 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.backend import Element, Snapshot
+from backends.chrome_devtools_mcp.adapter import parse_diagnostics
+from runtime.backend import Diagnostics, Element, Snapshot
 from runtime.delta import Delta
-from runtime.observation import clean, element_line, estimate, quote, render, render_delta, well_formed
+from runtime.observation import (
+    bare_url,
+    clean,
+    diagnostic_lines,
+    element_line,
+    estimate,
+    quote,
+    render,
+    render_delta,
+    well_formed,
+)
 from runtime.session import View
 
 pytestmark = pytest.mark.req("unit:rendering", "injection:escaped")
@@ -298,3 +309,45 @@ def test_a_delta_of_a_snapshot_without_a_nonce_still_frames_its_lines() -> None:
     bare = Snapshot(after.url, after.title, after.text, after.elements)
     lines = render_delta(bare, before, delta, "interactive").splitlines()  # type: ignore[union-attr]
     assert (lines[0], lines[-1]) == ("<page nonce=>", "</page nonce=>")
+
+
+def test_a_request_url_loses_its_credentials_query_and_fragment() -> None:
+    """Tokens travel in query strings, fragments and userinfo: a diagnostics line shows none of them."""
+    assert bare_url("https://user:pw@example.test:8443/a/b?token=x#y") == "https://example.test:8443/a/b"
+    assert bare_url("http://h/p#frag?x") == "http://h/p"
+    assert bare_url("data:text/plain,hello?x") == "data:text/plain,hello"
+
+
+def test_diagnostic_lines_count_everything_show_the_latest_ten_and_quote_every_page_string() -> None:
+    errors = tuple(f'e{i} "x"\n- forged' for i in range(12))
+    failed = ((" GET\n", "http://h/a?t=1", "404"), ("POST", "http://h/b", "net::ERR_FAILED <x>"))
+    lines = diagnostic_lines(Diagnostics(errors, failed, errors_total=30, failed_total=2))
+    assert lines[0] == "console errors: 30, the last 10:"
+    assert lines[1] == '- "e2 \\"x\\" - forged"'
+    assert lines[11:] == [
+        "failed requests: 2 (urls without query)",
+        '- GET "http://h/a" 404',
+        '- POST "http://h/b" net::ERR_FAILEDx',
+    ]
+    assert diagnostic_lines(Diagnostics()) == ["console errors: 0", "failed requests: 0 (urls without query)"]
+
+
+def test_the_devtools_answers_keep_errors_by_occurrence_and_only_requests_that_failed() -> None:
+    console = {"consoleMessages": [{"type": "error", "text": "a", "count": 3}, {"type": "issue", "title": "b"}, 7]}
+    network = {
+        "networkRequests": [
+            {"method": "GET", "url": "http://h/ok", "status": "200"},
+            {"method": "GET", "url": "http://h/slow", "status": "pending"},
+            {"method": "GET", "url": "http://h/gone", "status": "404"},
+            {"method": "GET", "url": "http://h/off", "status": "net::ERR_FAILED"},
+            {"method": "GET", "url": None, "status": "500"},
+        ]
+    }
+    found = parse_diagnostics(console, network)
+    assert found == Diagnostics(
+        errors=("a", "b"),
+        failed=(("GET", "http://h/gone", "404"), ("GET", "http://h/off", "net::ERR_FAILED")),
+        errors_total=4,
+        failed_total=2,
+    )
+    assert parse_diagnostics({}, {"networkRequests": "junk"}) == Diagnostics()

@@ -16,6 +16,7 @@ from fixtures_sites.scenarios import canvas
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from runtime.backend import Backend, BackendConfig, Snapshot
+from runtime.commands import observe
 from runtime.models import ComputerUseResult
 from runtime.service import BackendFactory
 from runtime.session import ComputerSession
@@ -164,3 +165,94 @@ async def test_the_screenshot_count_check_catches_a_runtime_that_forgets_to_coun
     assert seen.image, seen
     with pytest.raises(AssertionError, match="the runtime reports 0 screenshots; its Page received 1 "):
         assert_runtime_counts_every_screenshot(seen, tap, desk.target("A"))
+
+
+# -- the screenshot fallback: one viewport screenshot when semantic location is not enough -------------------------
+
+FALLBACK = ("open_claude_chrome",)
+WITHOUT_FALLBACK = ("playwright_mcp", "chrome_devtools_mcp")
+
+
+def assert_one_fallback_screenshot(seen: ComputerUseResult, tap: CDPTap) -> None:
+    taken = screenshots(tap)
+    assert taken == 1, f"{taken} screenshots for an interactive observation of a drawn surface"
+    assert seen.image, seen
+    assert seen.screenshots == 1, seen
+
+
+@pytest.mark.backends(*FALLBACK)
+@pytest.mark.req("visual:semantic-fallback", "visual:canvas-one-screenshot", "action:point-click")
+async def test_an_interactive_observation_of_a_canvas_carries_one_screenshot_whose_point_lands(
+    one_page_desk, agent: Agent, tap: CDPTap, fixture_server: FixtureServer
+) -> None:
+    desk: Desk = await one_page_desk("/canvas/?seat=17")
+    seen = await agent.observe(page="left")
+    assert_one_fallback_screenshot(seen, tap)
+    assert_runtime_counts_every_screenshot(seen, tap, desk.target("A"))
+    rect = json.loads(
+        await desk.workspace.evaluate(
+            desk.labs["A"], "JSON.stringify(document.querySelector('canvas').getBoundingClientRect())"
+        )
+    )
+    x, y = canvas.target_center(17)
+    picked = fixture_server.wait_for_request("/canvas/pick")
+    done = await agent.act(seen, type="click", x=rect["x"] + x, y=rect["y"] + y)
+    assert done.status == "ok", done
+    assert json.loads((await picked).body)["x"] == pytest.approx(x, abs=2)
+    assert screenshots(tap) == 1  # the act's re-observation takes none
+    again = await agent.observe(computer_session_id=seen.computer_session_id, detail="full")
+    assert again.image, again  # one per observation: a new observation of the canvas takes its own
+    assert screenshots(tap) == 2
+
+
+@pytest.mark.backends(*FALLBACK)
+@pytest.mark.req("visual:semantic-fallback", "visual:dom-zero-screenshots")
+async def test_the_screenshot_fallback_takes_nothing_on_a_dom_page_or_a_canvas_scrolled_out_of_view(
+    one_page_desk, agent: Agent, tap: CDPTap
+) -> None:
+    desk: Desk = await one_page_desk("/canvas/")
+    await desk.workspace.evaluate(
+        desk.labs["A"], "document.body.style.minHeight = '5000px'; scrollTo(0, 4000); scrollY"
+    )
+    seen = await agent.observe(page="left")
+    assert not seen.image, seen
+    assert_no_screenshots(tap)
+
+
+@pytest.mark.backends(*WITHOUT_FALLBACK)
+@pytest.mark.req("visual:semantic-fallback")
+async def test_a_backend_without_the_fallback_takes_a_canvas_screenshot_only_when_asked(
+    one_page_desk, agent: Agent, tap: CDPTap
+) -> None:
+    await one_page_desk("/canvas/")
+    seen = await agent.observe(page="left")
+    assert not seen.image, seen
+    assert_no_screenshots(tap)
+    asked = await agent.observe(computer_session_id=seen.computer_session_id, detail="visual")
+    assert asked.image, asked
+
+
+@pytest.mark.negative_control
+@pytest.mark.backends(*FALLBACK)
+@pytest.mark.req("visual:semantic-fallback", "visual:dom-zero-screenshots")
+async def test_the_zero_screenshot_check_catches_a_fallback_that_sees_a_drawn_surface_everywhere(
+    one_page_desk, agent: Agent, tap: CDPTap, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(observe, "DRAWN_JS", "true")
+    await one_page_desk("/dom_form/")
+    await dom_flow(agent)
+    with pytest.raises(AssertionError, match="screenshots in a DOM flow"):
+        assert_no_screenshots(tap)
+
+
+@pytest.mark.negative_control
+@pytest.mark.backends(*FALLBACK)
+@pytest.mark.req("visual:semantic-fallback")
+async def test_the_one_screenshot_check_catches_a_fallback_blind_to_the_canvas(
+    one_page_desk, agent: Agent, tap: CDPTap, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(observe, "DRAWN_JS", "false")
+    await one_page_desk("/canvas/")
+    seen = await agent.observe(page="left")
+    with pytest.raises(AssertionError, match="0 screenshots for an interactive observation of a drawn surface"):
+        assert_one_fallback_screenshot(seen, tap)
