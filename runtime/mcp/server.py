@@ -23,7 +23,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, ValidationError
 
 from runtime.adapter import envelope, explain, invalid, serve, unknown_arguments
-from runtime.arguments import Command, Detail, Id
+from runtime.arguments import Command, Detail, Id, Query
 from runtime.capability.verifier import UNIDENTIFIED
 from runtime.mcp.schema import compact
 from runtime.models import Action, Assertion, ComputerUseResult, as_text
@@ -118,6 +118,14 @@ def build_server(service: ComputerUseService) -> ComputerUseServer:
             Detail, Field(description="observe: full adds text; visual adds one screenshot.")
         ] = "interactive",
         offset: Annotated[int, Field(ge=0, description="observe: continue the frame's element list.")] = 0,
+        query: Annotated[
+            Query | None,
+            Field(description="observe: only elements whose name, value or row/card text has every word."),
+        ] = None,
+        within: Annotated[
+            Id | None,
+            Field(description="observe: only this region (a ref from the regions line of the session's latest frame)."),
+        ] = None,
         computer_session_id: Id | None = None,
         frame_id: Annotated[Id | None, Field(description="act: the latest frame_id.")] = None,
         action: Action | None = None,
@@ -142,6 +150,8 @@ def build_server(service: ComputerUseService) -> ComputerUseServer:
             "page": page,
             "detail": detail,
             "offset": offset,
+            "query": query,
+            "within": within,
             "computer_session_id": computer_session_id,
             "frame_id": frame_id,
             "action": action,

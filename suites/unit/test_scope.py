@@ -1,0 +1,91 @@
+"""Scoped reads as pure logic: the structure a walk yields (regions, nearby text), and what a scope renders."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.common.structure import Entry, structure
+from runtime.backend import Element, Snapshot
+from runtime.observation import render
+from runtime.scope import Scope, same_region, words_of
+from runtime.session import view
+
+pytestmark = pytest.mark.req("observe:scoped")
+
+STREAM = [
+    Entry("navigation", 1, "Pages"),
+    Entry("element", 2, "1"),
+    Entry("element", 2, "2"),
+    Entry("list", 1, "Products"),
+    Entry("listitem", 2, ""),
+    Entry("text", 3, "# Lagoon Fleece"),
+    Entry("text", 3, "€32.99"),
+    Entry("element", 3, "Add to basket"),
+    Entry("element", 3, "Save Lagoon Fleece to wishlist"),
+    Entry("listitem", 2, ""),
+    Entry("text", 3, "# Cedar Pack"),
+    Entry("element", 3, "Add to basket"),
+    Entry("element", 3, "Save Cedar Pack to wishlist"),
+    Entry("text", 1, "Footer"),
+]
+
+
+def shop() -> Snapshot:
+    listed = [Element(f"e{i}", "link" if i < 2 else "button", e.value) for i, e in enumerate(STREAM_ELEMENTS)]
+    elements, regions = structure(STREAM, listed)
+    return Snapshot("http://shop/", "Shop", "Footer", elements, regions=regions)
+
+
+STREAM_ELEMENTS = [e for e in STREAM if e.kind == "element"]
+
+
+def test_a_region_holds_the_elements_after_it_at_a_greater_depth_and_an_item_gives_them_its_text() -> None:
+    snapshot = shop()
+    assert [(r.role, r.name, r.start, r.end, r.text) for r in snapshot.regions] == [
+        ("navigation", "Pages", 0, 2, ""),
+        ("list", "Products", 2, 6, "# Lagoon Fleece\n€32.99\n# Cedar Pack"),
+    ]
+    assert [e.near for e in snapshot.elements] == ["", "", *["# Lagoon Fleece €32.99"] * 2, *["# Cedar Pack"] * 2]
+
+
+def test_a_query_lists_the_elements_whose_name_or_card_text_has_every_word_and_never_echoes_it() -> None:
+    frame = view(shop(), "abc")
+    text, more = render(frame, "interactive", scope=Scope(words_of("LAGOON  €32.99")))
+    assert more is None
+    assert 'abc3 button "Add to basket"\nabc4 button "Save Lagoon Fleece to wishlist"\n' in text
+    assert "abc5" not in text
+    assert "LAGOON" not in text
+    assert "scope: matching the query: 2 of 6 elements" in text
+    assert "text: # Lagoon Fleece €32.99" in text  # the card text, for the basket button that matched by it alone
+    wishlist, _ = render(frame, "interactive", scope=Scope(words_of("wishlist")))
+    assert [line.split()[0] for line in wishlist.splitlines() if line.startswith("abc")] == ["abc4", "abc6"]
+    assert "text:" not in wishlist  # matched by name: no card text needed
+
+
+def test_a_region_read_shows_its_own_elements_and_text_and_offset_pages_through_the_scope() -> None:
+    frame = view(shop(), "abc")
+    products = frame.regions[1]
+    assert products.ref == "abcr2"
+    text, more = render(frame, "interactive", cap=120, scope=Scope((), products))
+    assert 'scope: within abcr2 list "Products": 4 of 6 elements' in text
+    assert "abc1 " not in text
+    assert more is not None
+    rest, _ = render(frame, "interactive", more, cap=120, scope=Scope((), products))
+    shown = [line.split()[0] for part in (text, rest) for line in part.splitlines() if line.startswith("abc")]
+    assert shown == ["abc3", "abc4", "abc5", "abc6"]
+
+
+def test_a_read_that_does_not_fit_names_the_regions_and_one_that_fits_does_not() -> None:
+    frame = view(shop(), "abc")
+    fits, _ = render(frame, "interactive")
+    assert "regions" not in fits
+    cut, more = render(frame, "interactive", cap=100)
+    assert more is not None
+    assert 'regions (for within): abcr1 navigation "Pages" 2, abcr2 list "Products" 4' in cut
+
+
+def test_a_region_is_found_again_by_role_name_and_how_many_alike_come_before_it() -> None:
+    old = view(shop(), "abc")
+    new = shop()
+    assert same_region(new.regions, old.regions[1], old.regions) == new.regions[1]
+    assert same_region(new.regions[:1], old.regions[1], old.regions) is None
