@@ -11,7 +11,7 @@ also what the Page's own text is made of (`text_block`), so a region's text read
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from backends.common.roles import ITEM_ROLES, REGION_ROLES
@@ -23,6 +23,9 @@ REGION_TEXT_CHARS = 6000
 """Characters of a region's text kept: what the longest observation (`detail=full`) could show of it."""
 MAX_REGIONS = 2000
 """Regions kept per snapshot: a Page's structure, not its content, so a few hundred at most on real pages."""
+MAX_OPEN = 32
+"""Containers open at once, at most: one nested deeper (a Page of lists in lists, thousands deep) is not recorded,
+so each text line costs at most this many appends."""
 
 
 class Entry(NamedTuple):
@@ -61,41 +64,80 @@ class _Open:
     """Elements before it in the stream: the position of its first element."""
     first: int
     """Its position in the stream."""
+    limit: int
+    lines: list[str] = field(default_factory=list)
+    size: int = 0
+
+    def add(self, line: str) -> None:
+        if self.size < self.limit and (not self.lines or self.lines[-1] != line):
+            self.lines.append(line)
+            self.size += len(line) + 1
 
 
 def structure(stream: Sequence[Entry], elements: Sequence[Element]) -> tuple[tuple[Element, ...], tuple[Region, ...]]:
-    """`elements` (one per `element` entry, in order) with their nearby text, and the regions of the stream."""
-    near = [""] * len(elements)
+    """`elements` (one per `element` entry, in order) with their nearby text, and the regions of the stream.
+
+    One pass: each text line goes to every open container that still has room (each keeps at most its bound; a
+    full one is passed over), and each element remembers the innermost item it sits in, so a Page of deeply nested
+    lists never makes each container re-read everything inside it."""
+    kept = _kept(stream)
+    owners: list[_Open | None] = []
     regions: list[tuple[int, Region]] = []
     open_: list[_Open] = []
-    count = 0
+    hungry: list[_Open] = []  # the open containers with room left, in the same order
+    items: list[_Open] = []
 
-    def close(container: _Open, end: int) -> None:
-        body = stream[container.first + 1 : end]
-        if container.role in REGION_ROLES:
-            if len(regions) < MAX_REGIONS and (count > container.start or body):
-                text = _bounded(text_block(body), REGION_TEXT_CHARS)
-                regions.append(
-                    (container.first, Region("", container.role, container.name, container.start, count, text))
-                )
-            return
-        # Its text lines, not its controls' names: a query for one card's button ("wishlist") must not match the
-        # card's every other control through that button's name.
-        words = _bounded(" ".join(text_block(body).split("\n")), NEAR_CHARS)
-        for position in range(container.start, min(count, len(near))):
-            near[position] = near[position] or words  # the innermost item closes first
+    def close(container: _Open) -> None:
+        if container.role in ITEM_ROLES:
+            items.pop()
+        elif len(regions) < MAX_REGIONS and (len(owners) > container.start or container.lines):
+            text = _bounded("\n".join(container.lines), REGION_TEXT_CHARS)
+            region = Region("", container.role, container.name, container.start, len(owners), text)
+            regions.append((container.first, region))
+
+    def pop() -> None:
+        container = open_.pop()
+        if hungry and hungry[-1] is container:
+            hungry.pop()
+        close(container)
 
     for index, entry in enumerate(stream):
         while open_ and open_[-1].depth >= entry.depth:
-            close(open_.pop(), index)
+            pop()
         if entry.kind == "element":
-            count += 1
-        elif entry.kind != "text" and opens(entry.kind):
-            open_.append(_Open(entry.kind, entry.value, entry.depth, count, index))
+            owners.append(items[-1] if items else None)
+        elif entry.kind == "text":
+            if index in kept:
+                for container in hungry:
+                    container.add(entry.value)
+                if any(container.size >= container.limit for container in hungry):
+                    hungry[:] = [container for container in hungry if container.size < container.limit]
+        elif opens(entry.kind) and len(open_) < MAX_OPEN:
+            item = entry.kind not in REGION_ROLES
+            limit = NEAR_CHARS if item else REGION_TEXT_CHARS
+            open_.append(_Open(entry.kind, entry.value, entry.depth, len(owners), index, limit))
+            hungry.append(open_[-1])
+            if item:
+                items.append(open_[-1])
     while open_:
-        close(open_.pop(), len(stream))
+        pop()
+    near = [_bounded(" ".join(owner.lines), NEAR_CHARS) if owner is not None else "" for owner in owners]
     with_near = tuple(replace(e, near=text) if text else e for e, text in zip(elements, near, strict=True))
     return with_near, tuple(region for _, region in sorted(regions, key=lambda pair: pair[0]))
+
+
+def _kept(stream: Sequence[Entry]) -> set[int]:
+    """The positions of the text lines the Page's text keeps (`text_block`): a label next to its own control is
+    the control's name, not text."""
+    said = [(i, entry) for i, entry in enumerate(stream) if entry.kind in ("text", "element")]
+    kept: set[int] = set()
+    for j, (i, entry) in enumerate(said):
+        if entry.kind != "text":
+            continue
+        around = (said[k][1] for k in (j - 1, j + 1) if 0 <= k < len(said))
+        if entry.value not in {e.value for e in around if e.kind == "element"}:
+            kept.add(i)
+    return kept
 
 
 def _bounded(text: str, limit: int) -> str:

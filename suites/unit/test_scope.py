@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.common.structure import Entry, structure
+from backends.common.structure import MAX_OPEN, NEAR_CHARS, Entry, structure
 from runtime.backend import Element, Snapshot
 from runtime.observation import render
 from runtime.scope import Scope, same_region, words_of
@@ -89,3 +89,23 @@ def test_a_region_is_found_again_by_role_name_and_how_many_alike_come_before_it(
     new = shop()
     assert same_region(new.regions, old.regions[1], old.regions) == new.regions[1]
     assert same_region(new.regions[:1], old.regions[1], old.regions) is None
+
+
+def test_lists_nested_thousands_deep_record_only_the_outer_containers_so_each_line_costs_a_bounded_number() -> None:
+    """A hostile Page of lists in lists: past `MAX_OPEN` open containers nothing more is recorded, so the pass stays
+    linear in the Page (each line appended to at most `MAX_OPEN` containers, each bounded)."""
+    depth = 5000
+    stream = [
+        entry
+        for d in range(depth)
+        for entry in (
+            Entry("list", 2 * d, ""),
+            Entry("listitem", 2 * d + 1, ""),
+            Entry("text", 2 * d + 2, f"line {d}"),
+            Entry("element", 2 * d + 2, f"b{d}"),
+        )
+    ]
+    elements, regions = structure(stream, [Element(f"e{i}", "button", f"b{i}") for i in range(depth)])
+    assert len(regions) == MAX_OPEN // 2
+    assert all(len(e.near) <= NEAR_CHARS for e in elements)
+    assert elements[-1].near.startswith("line 15 line 16")  # the innermost item recorded
