@@ -58,6 +58,8 @@ async def test_a_scoped_read_lists_only_the_matching_elements_and_its_refs_act_a
     last = scoped.observation.splitlines()[-2].split(" ")[0]  # the last element line before the closing nonce line
     acted = await agent.act(scoped, type="scroll", direction="down", ref=last)
     assert acted.status == "ok", acted
+    # The act's answer is the changes against the whole frame behind the scoped read, not a new read.
+    assert re.search(r"^changes: .* unchanged \(refs kept\)$", acted.observation or "", re.M), acted.observation
     again = await agent.observe(computer_session_id=scoped.computer_session_id)
     assert len(element_lines(await read_all(agent, again))) == len(every) == 138
 
