@@ -14,7 +14,8 @@ the backend acts on. A planted ref resolves to nothing: `stale_observation`. The
 over the refs of the elements that are still the same (`runtime/delta.py`), so the agent, told only what changed,
 goes on with the refs it holds; any other ref of an earlier frame resolves to nothing. A region of the frame (what
 `within` scopes an observation to, `runtime/scope.py`) has a ref of the same prefix and an `r` (`qfzr2`), so it can
-never be taken for an element's.
+never be taken for an element's; an act's frame keeps the refs of the regions still there (the same role and name,
+as many alike before it), so the agent reads the same list `within` the ref it holds after acting in it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import asyncio
 import itertools
 import secrets
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -98,14 +100,38 @@ def new_prefix(avoid: set[str]) -> str:
             return prefix
 
 
-def view(snapshot: Snapshot, prefix: str, elements: tuple[Element, ...] | None = None) -> View:
+def view(
+    snapshot: Snapshot,
+    prefix: str,
+    elements: tuple[Element, ...] | None = None,
+    held: Sequence[Region] = (),
+) -> View:
     """The agent's view of a backend snapshot, with a fresh nonce: `elements` as given (refs carried over), else
-    refs `prefix` + each element's 1-based position; regions `prefix` + `r` + theirs."""
+    refs `prefix` + each element's 1-based position; regions `prefix` + `r` + theirs, except that a region of
+    `held` (the act's frame's, same document) that is still there keeps its ref (`kept_regions`)."""
     if elements is None:
         elements = tuple(replace(e, ref=f"{prefix}{i}") for i, e in enumerate(snapshot.elements, 1))
-    regions = tuple(replace(r, ref=f"{prefix}r{i}") for i, r in enumerate(snapshot.regions, 1))
+    kept = kept_regions(held, snapshot.regions)
+    regions = tuple(replace(r, ref=kept.get(i, f"{prefix}r{i}")) for i, r in enumerate(snapshot.regions, 1))
     fields = {**vars(snapshot), "elements": elements, "regions": regions}
     return View(**fields, nonce=secrets.token_hex(NONCE_BYTES))
+
+
+def kept_regions(held: Sequence[Region], regions: Sequence[Region]) -> dict[int, str]:
+    """The 1-based positions in `regions` of those that are one of `held` (the same role and name, as many alike
+    before it), each with the ref it had: a region is a place on the Page, so after an act the agent reads the
+    same list `within` the ref it holds, whatever the act changed inside it."""
+
+    def keys(seq: Sequence[Region]) -> list[tuple[str, str, int]]:
+        seen: dict[tuple[str, str], int] = {}
+        out = []
+        for r in seq:
+            n = seen[(r.role, r.name)] = seen.get((r.role, r.name), -1) + 1
+            out.append((r.role, r.name, n))
+        return out
+
+    refs = {key: r.ref for key, r in zip(keys(held), held, strict=True)}
+    return {i: refs[key] for i, key in enumerate(keys(regions), 1) if key in refs}
 
 
 @dataclass
@@ -164,10 +190,11 @@ class ComputerSession:
         frame_id = f"{self.id}-f{next(self._frames)}"
         delta = None
         if since is not None and document is not None and since.document == document:
-            avoid = {self._prefix, *(e.ref[:PREFIX_CHARS] for e in since.snapshot.elements)}
+            held = [*since.snapshot.elements, *since.snapshot.regions]
+            avoid = {self._prefix, *(item.ref[:PREFIX_CHARS] for item in held)}
             self._prefix = new_prefix(avoid)
             delta = carry(since.snapshot.elements, since.upstream.elements, snapshot.elements, self._prefix)
-            shown = view(snapshot, self._prefix, delta.elements)
+            shown = view(snapshot, self._prefix, delta.elements, since.snapshot.regions)
         else:
             self._prefix = new_prefix({self._prefix})
             shown = view(snapshot, self._prefix)

@@ -122,3 +122,10 @@ async def test_a_region_read_lists_only_that_regions_elements_and_a_foreign_regi
     wrong = await agent.call(command="observe", computer_session_id=whole.computer_session_id, within=element)
     assert wrong.reason_code is ReasonCode.invalid_arguments, wrong
     assert "regions line" in (wrong.hint or ""), wrong
+    # The scope line names the region by the latest frame's ref; an act keeps it, so the list reads again by it.
+    scoped_ref = re.search(r"^scope: within (\w+) list", brands.observation or "", re.M)
+    assert scoped_ref, brands.observation
+    clicked = await agent.act(brands, type="click", ref=element)
+    assert clicked.status == "ok", clicked
+    again = await agent.observe(computer_session_id=whole.computer_session_id, within=scoped_ref.group(1))
+    assert element_lines([again])[0].endswith(" checked"), again.observation

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from backends.common.structure import MAX_OPEN, NEAR_CHARS, Entry, structure
@@ -109,3 +111,12 @@ def test_lists_nested_thousands_deep_record_only_the_outer_containers_so_each_li
     assert len(regions) == MAX_OPEN // 2
     assert all(len(e.near) <= NEAR_CHARS for e in elements)
     assert elements[-1].near.startswith("line 15 line 16")  # the innermost item recorded
+
+
+def test_an_acts_frame_keeps_the_refs_of_the_regions_still_there_and_mints_new_ones_for_the_rest() -> None:
+    """A region is a place: after an act the agent reads the same list `within` the ref it holds."""
+    before = view(shop(), "abc")
+    after = shop()
+    moved = (replace(after.regions[1], start=1), replace(after.regions[0], name="Other"))
+    shown = view(replace(after, regions=moved), "xyz", held=before.regions)
+    assert [r.ref for r in shown.regions] == ["abcr2", "xyzr2"]
