@@ -25,6 +25,23 @@ class Element:
     checked: bool | None = None
     disabled: bool = False
     level: int = 0  # nesting depth in the upstream tree, kept for compact rendering
+    near: str = ""
+    """The text of the row, item or card it sits in (bounded; `backends.common.structure`): what a `query` of a
+    scoped observation matches besides the name and value, so "Lagoon" finds that card's buttons too."""
+
+
+@dataclass(frozen=True)
+class Region:
+    """A part of the Page an observation can be scoped to (`within`): a landmark, a form, a dialog, a list or a table
+    (`runtime.roles.REGION_ROLES`). `start`, `end`: the positions of the elements it holds in the snapshot's
+    element list (document order, so they are one run); `text`: its own text lines, bounded."""
+
+    ref: str
+    role: str
+    name: str
+    start: int
+    end: int
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -53,6 +70,8 @@ class Snapshot:
     """Interactive elements past the backend's cap (tens of thousands), said by the runtime, not by page text."""
     diagnostics: Diagnostics | None = None
     """Set by the runtime on a `detail=diagnostics` observation, from `Backend.diagnostics()`."""
+    regions: tuple[Region, ...] = ()
+    """The Page's regions in document order (an outer one before those inside it); refs are the runtime's, per frame."""
 
 
 def _alive() -> str | None:

@@ -33,8 +33,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a leaf module: models import `clean`, and the backend contract imports the models
-    from runtime.backend import Diagnostics, Element, Snapshot
+    from runtime.backend import Diagnostics, Element, Region, Snapshot
     from runtime.delta import Delta
+    from runtime.scope import Scope
 
 NAME_CHARS = 60
 VALUE_CHARS = 40
@@ -160,24 +161,56 @@ def render(
     *,
     cap: int = OBSERVATION_TOKENS,
     order: Sequence[int] | None = None,
+    scope: Scope | None = None,
 ) -> tuple[str, int | None]:
     """The observation text, within `cap` estimated tokens, and, if elements were left out, the offset to continue
     from. `order` lists the elements' positions as they are shown (document order if None); `offset` counts in it.
-    At least one element is shown per read, so continuing always ends.
+    At least one element is shown per read, so continuing always ends. A `scope` (`runtime/scope.py`) shows only
+    its elements and text, says so on a `scope:` line, and `offset` counts in its elements.
+
+    A first read that does not fit names the largest regions on a `regions` line, so the model can read one of
+    them (`within`) instead of paging through everything.
 
     A frame's view (`runtime.session.View`) carries the frame's nonce, and its text is framed by the marker lines;
     a bare backend Snapshot (a backend's own tests) renders without them."""
+    from runtime.scope import Scope  # it reads `clean` from here
+
+    whole = scope or Scope()
+    positions = whole.positions(snapshot, order)
+    text = whole.text(snapshot, positions)
+    shown, next_offset = _render(snapshot, detail, offset, cap, positions, text, order is not None, scope, [])
+    # Regions have refs only in a frame's view (the nonce says it is one).
+    regions = whole.regions(snapshot) if getattr(snapshot, "nonce", "") else []
+    if next_offset is None or offset or not regions:
+        return shown, next_offset
+    return _render(snapshot, detail, offset, cap, positions, text, order is not None, scope, regions)
+
+
+def _render(
+    snapshot: Snapshot,
+    detail: str,
+    offset: int,
+    cap: int,
+    positions: Sequence[int],
+    text: str,
+    in_view_first: bool,
+    scope: Scope | None,
+    regions: Sequence[Region],
+) -> tuple[str, int | None]:
     nonce = getattr(snapshot, "nonce", "")
-    total = len(snapshot.elements)
-    positions = range(total) if order is None else order
+    total = len(positions)
     head = [f"<page nonce={nonce}>"] if nonce else []
     if offset == 0:
         head += [f"url: {clean(snapshot.url, URL_CHARS)}", f"title: {clean(snapshot.title, TITLE_CHARS)}"]
-        text = _text_within(snapshot.text, TEXT_CHARS.get(detail, TEXT_CHARS["interactive"]), cap * TEXT_SHARE)
+        if scope is not None:
+            head.append(scope_line(scope, total, len(snapshot.elements)))
+        text = _text_within(text, TEXT_CHARS.get(detail, TEXT_CHARS["interactive"]), cap * TEXT_SHARE)
         if text:
             head.append("text: " + text)
         if snapshot.diagnostics is not None:
             head += diagnostic_lines(snapshot.diagnostics)
+        if regions:
+            head.append("regions (for within): " + ", ".join(region_item(r) for r in regions))
     tail = [f"</page nonce={nonce}>"] if nonce else []
     if snapshot.elements_dropped:
         tail.append(f"({snapshot.elements_dropped:,} more elements of this Page were left out: act on these)")
@@ -194,11 +227,31 @@ def render(
         left -= cost
         index += 1
     shown = f"elements {offset + 1}-{index} of {total}" if total else "elements: none"
-    lines = [*head, shown + (":" if order is None else ", in view first:"), *rendered, *tail]
+    lines = [*head, shown + (", in view first:" if in_view_first else ":"), *rendered, *tail]
     next_offset = index if index < total else None
     if next_offset is not None:
         lines.append(f"(more: observe with offset={next_offset} and this frame_id)")
     return "\n".join(lines), next_offset
+
+
+def scope_line(scope: Scope, shown: int, total: int) -> str:
+    """The runtime's line saying what a scoped read shows; the query itself is never repeated."""
+    parts = []
+    if scope.region is not None:
+        parts.append("within " + region_item(scope.region, count=False))
+    if scope.words:
+        parts.append("matching the query")
+    return f"scope: {', '.join(parts)}: {shown} of {total} elements"
+
+
+def region_item(region: Region, count: bool = True) -> str:
+    """`ref role "name" N`: a region as the `regions` and `scope` lines name it (N: the elements it holds)."""
+    role = _ROLE.sub("", clean(region.role, ROLE_CHARS)) or "generic"
+    item = f"{region.ref} {role}"
+    name = clean(region.name, NAME_CHARS)
+    if name:
+        item += " " + _quoted(name)
+    return item + (f" {region.end - region.start}" if count else "")
 
 
 def _text_within(text: str, limit: int, tokens: float) -> str:

@@ -90,6 +90,28 @@ NAMED_TEXT_ROLES = frozenset(
     }
 )
 """Containers whose accessible name is read as text (it labels what follows, or is all an image says)."""
+REGION_ROLES = frozenset(
+    {
+        "banner",
+        "main",
+        "navigation",
+        "contentinfo",
+        "complementary",
+        "search",
+        "region",
+        "form",
+        "dialog",
+        "alertdialog",
+        "list",
+        "table",
+        "grid",
+        "tabpanel",
+        "feed",
+    }
+)
+"""Parts of a Page an observation can be scoped to (`within`): the landmarks, a form, a dialog, a list, a table."""
+ITEM_ROLES = frozenset({"listitem", "row", "article"})
+"""The row, item or card an element sits in: its text is the element's nearby text, which a `query` matches."""
 LIVE_ROLES = frozenset({"status", "alert", "log"})
 """Live regions: their text is marked with the role (`[status] Saved`), since it reports what just happened."""
 

@@ -12,7 +12,10 @@ backend's refs are predictable (`e12`, `1_12`, `ref_12`), so page text could pla
 cannot be known before the frame exists, and `Frame.element` maps one back to the backend's Element, which is what
 the backend acts on. A planted ref resolves to nothing: `stale_observation`. The frame an act re-observes carries
 over the refs of the elements that are still the same (`runtime/delta.py`), so the agent, told only what changed,
-goes on with the refs it holds; any other ref of an earlier frame resolves to nothing.
+goes on with the refs it holds; any other ref of an earlier frame resolves to nothing. A region of the frame (what
+`within` scopes an observation to, `runtime/scope.py`) has a ref of the same prefix and an `r` (`qfzr2`), so it can
+never be taken for an element's; an act's frame keeps the refs of the regions still there (the same role and name,
+as many alike before it), so the agent reads the same list `within` the ref it holds after acting in it.
 """
 
 from __future__ import annotations
@@ -21,15 +24,17 @@ import asyncio
 import itertools
 import secrets
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from runtime.backend import Backend, Element, Snapshot
+from runtime.backend import Backend, Element, Region, Snapshot
 from runtime.delta import Delta, carry
 from runtime.gateway import ScopedGateway
 from runtime.models.page import Page
 from runtime.probe import PageProbe
 from runtime.reasons import ReasonCode
+from runtime.scope import Scope
 
 PREFIX_LETTERS = string.ascii_lowercase
 PREFIX_CHARS = 3
@@ -64,6 +69,9 @@ class Frame:
     order: list[int] | None = None
     """The positions of the elements as observations show them, the viewport's first (`runtime/viewport.py`);
     None for document order."""
+    scope: Scope | None = None
+    """What the observe that made it asked to read (`runtime/scope.py`); its continuations read the same. The frame
+    itself is the whole Page either way."""
     _by_ref: dict[str, Element] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +81,10 @@ class Frame:
     def element(self, ref: str) -> Element | None:
         """The backend's Element behind a ref of this frame; None for any other string (planted, another frame's)."""
         return self._by_ref.get(ref)
+
+    def region(self, ref: str) -> Region | None:
+        """The region of this frame a ref names; None for any other string (an element's, planted, another frame's)."""
+        return next((r for r in self.snapshot.regions if r.ref == ref), None)
 
     def ordinal(self, element: Element) -> int:
         """Which of the same-role, same-name elements this backend Element is (to find it again in the live AX tree)."""
@@ -88,12 +100,38 @@ def new_prefix(avoid: set[str]) -> str:
             return prefix
 
 
-def view(snapshot: Snapshot, prefix: str, elements: tuple[Element, ...] | None = None) -> View:
+def view(
+    snapshot: Snapshot,
+    prefix: str,
+    elements: tuple[Element, ...] | None = None,
+    held: Sequence[Region] = (),
+) -> View:
     """The agent's view of a backend snapshot, with a fresh nonce: `elements` as given (refs carried over), else
-    refs `prefix` + each element's 1-based position."""
+    refs `prefix` + each element's 1-based position; regions `prefix` + `r` + theirs, except that a region of
+    `held` (the act's frame's, same document) that is still there keeps its ref (`kept_regions`)."""
     if elements is None:
         elements = tuple(replace(e, ref=f"{prefix}{i}") for i, e in enumerate(snapshot.elements, 1))
-    return View(**{**vars(snapshot), "elements": elements, "nonce": secrets.token_hex(NONCE_BYTES)})
+    kept = kept_regions(held, snapshot.regions)
+    regions = tuple(replace(r, ref=kept.get(i, f"{prefix}r{i}")) for i, r in enumerate(snapshot.regions, 1))
+    fields = {**vars(snapshot), "elements": elements, "regions": regions}
+    return View(**fields, nonce=secrets.token_hex(NONCE_BYTES))
+
+
+def kept_regions(held: Sequence[Region], regions: Sequence[Region]) -> dict[int, str]:
+    """The 1-based positions in `regions` of those that are one of `held` (the same role and name, as many alike
+    before it), each with the ref it had: a region is a place on the Page, so after an act the agent reads the
+    same list `within` the ref it holds, whatever the act changed inside it."""
+
+    def keys(seq: Sequence[Region]) -> list[tuple[str, str, int]]:
+        seen: dict[tuple[str, str], int] = {}
+        out = []
+        for r in seq:
+            n = seen[(r.role, r.name)] = seen.get((r.role, r.name), -1) + 1
+            out.append((r.role, r.name, n))
+        return out
+
+    refs = {key: r.ref for key, r in zip(keys(held), held, strict=True)}
+    return {i: refs[key] for i, key in enumerate(keys(regions), 1) if key in refs}
 
 
 @dataclass
@@ -144,20 +182,25 @@ class ComputerSession:
         *,
         document: str | None = None,
         since: Frame | None = None,
+        scope: Scope | None = None,
     ) -> Frame:
         """The session's next frame. With `since` (the frame an act was sent on) of the same known document, the
-        elements that are still the same keep their refs and the frame carries the delta."""
+        elements that are still the same keep their refs and the frame carries the delta. `scope` is what its
+        reads show; a region in it is the new frame's (the caller found it in `snapshot`)."""
         frame_id = f"{self.id}-f{next(self._frames)}"
         delta = None
         if since is not None and document is not None and since.document == document:
-            avoid = {self._prefix, *(e.ref[:PREFIX_CHARS] for e in since.snapshot.elements)}
+            held = [*since.snapshot.elements, *since.snapshot.regions]
+            avoid = {self._prefix, *(item.ref[:PREFIX_CHARS] for item in held)}
             self._prefix = new_prefix(avoid)
             delta = carry(since.snapshot.elements, since.upstream.elements, snapshot.elements, self._prefix)
-            shown = view(snapshot, self._prefix, delta.elements)
+            shown = view(snapshot, self._prefix, delta.elements, since.snapshot.regions)
         else:
             self._prefix = new_prefix({self._prefix})
             shown = view(snapshot, self._prefix)
-        self.latest = Frame(frame_id, shown, detail, snapshot, point_request, document, delta)
+        if scope is not None and scope.region is not None:
+            scope = replace(scope, region=shown.regions[snapshot.regions.index(scope.region)])
+        self.latest = Frame(frame_id, shown, detail, snapshot, point_request, document, delta, scope=scope)
         return self.latest
 
     async def screenshot(self) -> bytes:

@@ -34,6 +34,7 @@ from runtime.models import Action, Assertion, Page
 from runtime.pointer import Rest
 from runtime.probe import PageProbe
 from runtime.reasons import ReasonCode
+from runtime.scope import Scope
 from runtime.service import ComputerUseService
 from runtime.session import ComputerSession, Frame
 from runtime.sessions import BackendFactory, Refusal, SessionManager
@@ -61,9 +62,14 @@ class ScreenshotAlways(ComputerUseService):
     """Takes a screenshot on every observation, whatever the detail asked for (the zero-screenshot control)."""
 
     async def _observe_session(
-        self, session: ComputerSession, detail: str, context: PageContext, since: Frame | None = None
+        self,
+        session: ComputerSession,
+        detail: str,
+        context: PageContext,
+        since: Frame | None = None,
+        scope: Scope | None = None,
     ) -> Outcome:
-        return await super()._observe_session(session, "visual", context, since)
+        return await super()._observe_session(session, "visual", context, since, scope)
 
 
 class NoPolicy(ComputerUseService):

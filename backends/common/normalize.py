@@ -6,7 +6,9 @@ of `AriaNode`s; everything after that is here, so the agent reads the same text-
 - interactive roles with a ref become `Element`s (role, name, value, checked, disabled, depth), in document order;
 - headings, text and the names of labelling containers become the bounded `text`, with a label that sits right
   next to its own control, and repeated lines, dropped;
-- a select's options are readable as text; nothing under `aria-hidden` counts.
+- a select's options are readable as text; nothing under `aria-hidden` counts;
+- regions (landmarks, forms, dialogs, lists, tables) and each element's nearby text, for scoped observations
+  (`backends.common.structure`).
 
 Which roles are elements, values, checked states or named containers is the one vocabulary of
 `backends.common.roles`. An `AriaNode` carries Playwright's vocabulary: `attrs` holds `ref`, `checked` (`""` or
@@ -21,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from backends.common.roles import CHECKABLE_ROLES, INTERACTIVE_ROLES, LIVE_ROLES, NAMED_TEXT_ROLES, VALUE_ROLES
+from backends.common.structure import Entry, opens, structure, text_block
 from runtime.backend import Element, Snapshot
 
 _NOISE = re.compile(r"^[\W_]{0,2}$")  # separators such as "·", "›", "|"
@@ -91,16 +94,17 @@ class _Walk:
     proportion to its depth, never Python's recursion limit."""
 
     elements: list[Element] = field(default_factory=list)
-    # Document-order stream of text lines and element names, for de-duplicating labels next to their control.
-    stream: list[tuple[str, str]] = field(default_factory=list)
+    # Document-order stream of text lines, element names and where regions and items open, each at its depth: for
+    # de-duplicating labels next to their control, and for the Page's structure (`backends.common.structure`).
+    stream: list[Entry] = field(default_factory=list)
     dropped: int = 0
     lines: int = 0
 
-    def text(self, line: str) -> None:
+    def text(self, line: str, depth: int) -> None:
         line = compact(line)
         if line and not _NOISE.match(line) and self.lines < MAX_TEXT_LINES:
             self.lines += 1
-            self.stream.append(("text", line))
+            self.stream.append(Entry("text", depth, line))
 
     def walk(self, roots: list[AriaNode]) -> None:
         # (node, nested): inside an element or heading only further interactive elements matter (their text is the
@@ -115,7 +119,7 @@ class _Walk:
                 stack.extend((child, True) for child in reversed(node.children))
                 continue
             if node.role == "text":
-                self.text(node.text or "")
+                self.text(node.text or "", node.depth)
             elif interactive:
                 self._element(node)
                 # interactive content nested inside (rare, e.g. a link in a cell)
@@ -124,14 +128,16 @@ class _Walk:
                 level = int(node.attrs.get("level") or 2)
                 label = node.name or node.text or _flat(node)
                 if label:
-                    self.text("#" * max(1, min(level, 6)) + " " + label)
+                    self.text("#" * max(1, min(level, 6)) + " " + label, node.depth)
                 stack.extend((child, True) for child in reversed(node.children))
             else:
+                if opens(node.role):
+                    self.stream.append(Entry(node.role, node.depth, compact(node.name)))
                 prefix = f"[{node.role}] " if node.role in LIVE_ROLES else ""
                 if node.name and node.role in NAMED_TEXT_ROLES:
-                    self.text(prefix + node.name + (f": {node.text}" if node.text else ""))
+                    self.text(prefix + node.name + (f": {node.text}" if node.text else ""), node.depth + 1)
                 elif node.text is not None:
-                    self.text(prefix + node.text)
+                    self.text(prefix + node.text, node.depth + 1)
                 stack.extend((child, False) for child in reversed(node.children))
 
     def _element(self, node: AriaNode) -> None:
@@ -140,22 +146,11 @@ class _Walk:
             return
         element = _element(node)
         self.elements.append(element)
-        self.stream.append(("element", element.name))
+        self.stream.append(Entry("element", node.depth, element.name))
         options = [c.name for c in node.children if c.role == "option" and not c.ref]
         if options:
-            self.text(f"{node.role} {json.dumps(element.name, ensure_ascii=False)} options: " + " | ".join(options))
-
-    def text_block(self) -> str:
-        lines: list[str] = []
-        for i, (kind, value) in enumerate(self.stream):
-            if kind != "text":
-                continue
-            around = (self.stream[j] for j in (i - 1, i + 1) if 0 <= j < len(self.stream))
-            neighbours = {name for what, name in around if what == "element"}
-            if value in neighbours or (lines and lines[-1] == value):
-                continue  # a label repeated next to its control, or a repeated line
-            lines.append(value)
-        return "\n".join(lines)
+            line = f"{node.role} {json.dumps(element.name, ensure_ascii=False)} options: " + " | ".join(options)
+            self.text(line, node.depth + 1)
 
 
 def _flat(node: AriaNode) -> str:
@@ -175,12 +170,13 @@ def _flat(node: AriaNode) -> str:
 def normalize(url: str, title: str, roots: list[AriaNode], upstream_chars: int = 0) -> Snapshot:
     walk = _Walk()
     walk.walk(roots)
-    text = walk.text_block()
+    elements, regions = structure(walk.stream, walk.elements)
     return Snapshot(
         url=url,
         title=title,
-        text=text,
-        elements=tuple(walk.elements),
+        text=text_block(walk.stream),
+        elements=elements,
         upstream_chars=upstream_chars,
         elements_dropped=walk.dropped,
+        regions=regions,
     )

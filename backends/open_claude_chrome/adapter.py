@@ -26,7 +26,7 @@ anything is sent.
                                                                               no direction
     scroll (x, y, direction)-> computer(action="scroll", coordinate, scroll_direction)
     screenshot()            -> computer(action="screenshot")                  one viewport PNG
-    snapshot()              -> read_page(filter="interactive") + get_page_text(), answered from one page read
+    snapshot()              -> read_page(filter="all") + get_page_text(), answered from one page read
 
 Why `form_input` for `type`: `computer(type)` types into whatever has focus, so it needs a click first (two
 calls, and a click can have effects of its own); `form_input` addresses the field by ref and replaces its
@@ -42,11 +42,13 @@ bound page).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from backends.common.normalize import MAX_ELEMENTS
 from backends.common.roles import shared_role
-from backends.open_claude_chrome.contract import ToolContract
+from backends.common.structure import Entry, opens, structure
+from backends.open_claude_chrome.contract import ReadPageResult, ToolContract
 from backends.open_claude_chrome.refs import REF
 from backends.open_claude_chrome.session import PageSession
 from runtime.backend import BackendConfig, BackendError, Element, Failure, Snapshot
@@ -116,21 +118,10 @@ class OpenClaudeChromeBackend:
     async def snapshot(self) -> Snapshot:
         contract = self._contract()
         async with contract.one_read():
-            page = await contract.read_page(filter="interactive", depth=SNAPSHOT_DEPTH, max_chars=SNAPSHOT_MAX_CHARS)
+            page = await contract.read_page(filter="all", depth=SNAPSHOT_DEPTH, max_chars=SNAPSHOT_MAX_CHARS)
             text = await contract.get_page_text()
-        elements = tuple(
-            Element(
-                ref=node.ref,
-                role=shared_role(node.role),  # the contract keeps Chromium's word; the agent reads the one vocabulary
-                name=node.name,
-                value=node.value,
-                checked=node.checked,
-                disabled=node.disabled,
-                level=node.level,
-            )
-            for node in page.nodes
-            if node.ref is not None
-        )
+        stream, listed = _outline(page)
+        elements, regions = structure(stream, listed)
         # The same cap as the other backends' (backends.common.normalize); the runtime says what it left out.
         dropped = max(0, len(elements) - MAX_ELEMENTS)
         return Snapshot(
@@ -140,6 +131,7 @@ class OpenClaudeChromeBackend:
             elements=elements[:MAX_ELEMENTS],
             upstream_chars=len(page.text) + len(text.text),
             elements_dropped=dropped,
+            regions=tuple(r for r in regions if r.start < MAX_ELEMENTS),
         )
 
     async def act(self, action: Action, element: Element | None) -> None:
@@ -202,3 +194,36 @@ class OpenClaudeChromeBackend:
         result = await self._contract().computer(action="screenshot")
         assert result.image is not None
         return result.image
+
+
+TEXT_LINE = 'text "'
+"""How `read_page(filter="all")` writes a text node: `text` and its JSON string (no Chromium role is `text`)."""
+
+
+def _outline(page: ReadPageResult) -> tuple[list[Entry], list[Element]]:
+    """The tree `read_page(filter="all")` answered, as the stream `backends.common.structure` reads, and the
+    elements (its controls with a ref, in document order). Its lines are its nodes in order, with a text node's
+    line (indented by its level) between them; the page's text comes from `get_page_text`, as the contract has it."""
+    stream: list[Entry] = []
+    elements: list[Element] = []
+    nodes = iter(page.nodes)
+    for line in page.text.split("\n"):
+        body = line.lstrip(" ")
+        if body.startswith(TEXT_LINE):
+            stream.append(
+                Entry("text", len(line) - len(body), " ".join(json.loads(body[len(TEXT_LINE) - 1 :]).split()))
+            )
+            continue
+        node = next(nodes, None)
+        if node is None:
+            break
+        role = shared_role(node.role)  # the contract keeps Chromium's word; the agent reads the one vocabulary
+        if node.interactive and node.ref is not None:
+            element = Element(node.ref, role, node.name, node.value, node.checked, node.disabled, node.level)
+            elements.append(element)
+            stream.append(Entry("element", node.level, node.name))
+        elif opens(role):
+            stream.append(Entry(role, node.level, node.name))
+        elif node.name:  # a heading as the Page's text writes it, so it is not taken for its own link's label
+            stream.append(Entry("text", node.level + 1, ("# " if role == "heading" else "") + node.name))
+    return stream, elements

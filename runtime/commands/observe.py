@@ -1,6 +1,7 @@
 """`observe`: a new frame of the session's Page from its backend, rendered within the observation cap, the
 viewport's elements first; after an act, only what changed when that is shorter. A screenshot comes with it for
-`detail=visual`, or, on a backend with the screenshot fallback, when the viewport shows a drawn surface."""
+`detail=visual`, or, on a backend with the screenshot fallback, when the viewport shows a drawn surface. A `query` or
+`within` scopes what the frame's reads show (`runtime/scope.py`), never what the frame holds."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 import dataclasses
 
 from runtime.arguments import ComputerUseArgs
-from runtime.backend import BackendError, Failure, Snapshot
+from runtime.backend import BackendError, Failure, Region, Snapshot
 from runtime.capability.host import PageContext
 from runtime.cdp import CDPError
 from runtime.commands.base import RESERVED, RESERVED_AFTER, Command, Outcome, mark
@@ -17,6 +18,7 @@ from runtime.models import ComputerUseResult
 from runtime.observation import render, render_delta
 from runtime.probe import DialogOpen, TargetGone
 from runtime.reasons import ReasonCode
+from runtime.scope import Scope, same_region, words_of
 from runtime.session import ComputerSession, Frame
 from runtime.sessions import Refusal
 from runtime.viewport import DRAWN_JS, IN_VIEW_JS, in_view_first
@@ -42,18 +44,56 @@ class Observing(Command):
             )
 
     async def _observe(self, session: ComputerSession, args: ComputerUseArgs, context: PageContext) -> Outcome:
+        words = words_of(args.query) if args.query is not None else ()
         if args.offset:
             frame = session.latest
             if frame is None or frame.id != args.frame_id:
                 raise Refusal(ReasonCode.stale_observation, "offset continues the latest frame; pass its frame_id")
+            scope = frame.scope or Scope()
+            asked = args.query is not None or args.within is not None
+            if asked and (words != scope.words or args.within != (scope.region.ref if scope.region else None)):
+                raise Refusal(
+                    ReasonCode.invalid_arguments,
+                    "offset continues the frame as its first read was scoped: pass the same query and within, or none",
+                )
             return Outcome(self._observation(session, frame, args.offset))
-        return await self._observe_session(session, args.detail, context)
+        scope = Scope(words) if words else None
+        if args.within is not None:
+            scope = Scope(words, self._region(session, args.within))
+        return await self._observe_session(session, args.detail, context, scope=scope)
+
+    @staticmethod
+    def _region(session: ComputerSession, ref: str) -> Region:
+        """The region `within` names in the session's latest frame, or the refusal that says which ref to pass."""
+        frame = session.latest
+        region = frame.region(ref) if frame is not None else None
+        if region is not None:
+            return region
+        if frame is not None and frame.element(ref) is not None:
+            raise Refusal(
+                ReasonCode.invalid_arguments,
+                "within takes a region's ref (from an observation's regions line), not an element's",
+                "Pass a ref from the regions line of the latest frame, or use query to find elements.",
+            )
+        raise Refusal(
+            ReasonCode.stale_observation,
+            "within is not a region of this session's latest frame",
+            "Observe this computer_session_id without within, then pass a ref from its regions line.",
+        )
 
     async def _observe_session(
-        self, session: ComputerSession, detail: str, context: PageContext, since: Frame | None = None
+        self,
+        session: ComputerSession,
+        detail: str,
+        context: PageContext,
+        since: Frame | None = None,
+        scope: Scope | None = None,
     ) -> Outcome:
         """A new frame of the session's Page; after an act (`since`: the frame the act was sent on), the result
-        tells what changed since, when that is shorter than the frame."""
+        tells what changed since, when that is shorter than the frame. With a `scope`, its reads show only that;
+        its region, one of the latest frame's, is found again in the new snapshot (same role and name, as many
+        before it), so the region read is of the Page as it is now."""
+        earlier = session.latest
         timeout = self.settings.observe_timeout
         # An act may have taken the Page to a reserved origin: never read it there (the service checks again after).
         await self.refuse_reserved(session.page, RESERVED_AFTER if since is not None else RESERVED)
@@ -79,8 +119,17 @@ class Observing(Command):
             raise Refusal(ReasonCode.needs_user, DIALOG_OPEN) from None
         except BackendError as exc:
             raise await self._backend_refusal(session, exc, reading=True) from None
+        if scope is not None and scope.region is not None and earlier is not None:
+            region = same_region(snapshot.regions, scope.region, earlier.snapshot.regions)
+            if region is None:
+                raise Refusal(
+                    ReasonCode.stale_observation,
+                    "that region is no longer on the Page",
+                    "Observe this computer_session_id without within and pick a region from its regions line.",
+                )
+            scope = Scope(scope.words, region)
         point_request = (context.turn, context.sequence + 1) if image is not None else None
-        frame = session.new_frame(snapshot, detail, point_request, document=document, since=since)
+        frame = session.new_frame(snapshot, detail, point_request, document=document, since=since, scope=scope)
         result = self._observation(session, frame, 0)
         outcome = Outcome(result, image)
         cap = self.settings.observation_tokens
@@ -137,7 +186,12 @@ class Observing(Command):
         """A read of `frame` from `offset`. A continuation carries only what the first read of the frame did not:
         the Page, its url and title came with that read (on the catalogue they were a sixth of every continuation)."""
         text, next_offset = render(
-            frame.snapshot, frame.detail, offset, cap=self.settings.observation_tokens, order=frame.order
+            frame.snapshot,
+            frame.detail,
+            offset,
+            cap=self.settings.observation_tokens,
+            order=frame.order,
+            scope=frame.scope,
         )
         first = offset == 0
         return ComputerUseResult(

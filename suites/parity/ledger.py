@@ -919,6 +919,23 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "a Page that does not fit one observation is read from its viewport first, then in document order; the "
         "in-view read stays bounded on a 200,000-button page",
     ),
+    _req(
+        "observe:scoped",
+        "cost",
+        "an observe with a query lists only the elements whose name, value or nearby text has its words, for a "
+        "fraction of the whole frame's tokens; its refs act and answer in changes; a later whole read lists all",
+    ),
+    _req(
+        "observe:regions",
+        "cost",
+        "a frame that does not fit one read names its regions (landmarks, forms, dialogs, lists, tables); an observe "
+        "within one lists only its elements and text; a query matches the text of the card an element sits in; a "
+        "region ref not of the latest frame is refused",
+        divergences={
+            CDM: "take_snapshot is Puppeteer's 'interesting' tree, which leaves out unnamed lists and list items: "
+            "no list regions, and no card text for a query to match (names and values still match)"
+        },
+    ),
     # -- the scoped gateway ------------------------------------------------------------------------------------
     _req(
         "gateway:discovery-only-bound",

@@ -136,6 +136,8 @@ EXAMPLES: dict[str, Example] = {
     "page": Example(lambda v: {"command": "observe", "page": v}),
     "offset": Example(lambda v: {"command": "observe", "page": "left", "offset": v}, lambda n: n),
     "computer_session_id": Example(lambda v: {"command": "observe", "computer_session_id": v}),
+    "query": Example(lambda v: {"command": "observe", "page": "left", "query": v}),
+    "within": Example(lambda v: {"command": "observe", "computer_session_id": "s1", "within": v}),
     "frame_id": Example(lambda v: {**act(type="click", ref="e1"), "frame_id": v}),
     "action.ref": Example(lambda v: act(type="click", ref=v)),
     "action.text": Example(lambda v: act(type="type", ref="e1", text=v)),

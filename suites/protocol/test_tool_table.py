@@ -295,7 +295,7 @@ async def test_the_table_check_catches_a_doctored_tools_list(change: str) -> Non
 DOCTORED_DOCS: dict[str, tuple[str, str, str]] = {
     "annotation": ("| false | true | command,", "| false | false | command,", r"`computer_use` open-world"),
     "description": (
-        "| observe: full adds text; visual one screenshot; diagnostics the console errors and failed requests. |",
+        "| observe: full adds text; visual one screenshot; diagnostics console errors and failed requests. |",
         "| observe: full adds text. |",
         r"parameters: `detail` description: docs say 'observe: full adds text.'",
     ),

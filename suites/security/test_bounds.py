@@ -47,6 +47,7 @@ from runtime.mcp.server import build_server
 from runtime.models import Assertion, ComputerUseResult
 from runtime.models.action import MAX_KEY, MAX_SHORT, MAX_TEXT, MAX_URL, MAX_VALUE, MAX_VALUES
 from runtime.models.assertion import MAX_ASSERTED_TEXT, MAX_DEPTH, MAX_NAME, MAX_OF, MAX_PATTERN
+from runtime.scope import QUERY_CHARS
 from suites.harness import Agent, Desk, client_in_task, ref_of
 from suites.proofs import assert_no_runtime_calls, assert_no_writes
 from suites.reliability.conftest import CALL_LIMIT, within
@@ -85,6 +86,10 @@ def over_limit_calls(session: str, frame: str, ref: str) -> dict[str, dict[str, 
         "page": {"command": "observe", "page": long_id},
         "computer_session_id": {"command": "observe", "computer_session_id": long_id},
         "frame_id": {**act(type="click", ref=ref), "frame_id": long_id},
+        "query": {"command": "observe", "computer_session_id": session, "query": "q" * (QUERY_CHARS + 1)},
+        "query without a word": {"command": "observe", "computer_session_id": session, "query": " \t "},
+        "within": {"command": "observe", "computer_session_id": session, "within": long_id},
+        "within without a session": {"command": "observe", "page": "left", "within": "abcr1"},
         "action.ref": act(type="click", ref=long_id),
         "action.text": act(type="type", ref=ref, text="t" * (MAX_TEXT + 1)),
         "action.key": act(type="press", key="K" * (MAX_KEY + 1)),
@@ -145,7 +150,13 @@ async def test_every_over_limit_argument_is_invalid_arguments_with_a_hint_before
     calls = over_limit_calls(seen.computer_session_id or "", seen.frame_id or "", name)
     results = {label: await agent.call(request, **arguments) for label, arguments in calls.items()}
     assert_refused_before_backend(results, tap)
-    said = {"assertion depth": "nest at most", "assertion parts": "at most", "assertion.pattern syntax": "RE2"}
+    said = {
+        "assertion depth": "nest at most",
+        "assertion parts": "at most",
+        "assertion.pattern syntax": "RE2",
+        "query without a word": "query",
+        "within without a session": "computer_session_id",
+    }
     for label, result in results.items():
         word = said.get(label) or next(part for part in reversed(label.split(".")) if not part.isdigit())
         assert word in result.message, (label, result.message)  # the message names what to fix
