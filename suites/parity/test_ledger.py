@@ -3,9 +3,10 @@ requirement is exercised on every backend in `BACKENDS` — or declares, with a 
 and a test shows that divergence. A test expected to fail on a backend must be one of those. `docs/parity.md` is
 the ledger's own rendering, never edited by hand.
 
-The inventory is the whole `suites/` tree: the session's own items when it collected exactly that (the full run),
-else a child pytest's (see `inventory.py`), so the check means the same whether it runs alone (`pytest
-suites/parity`) or inside the full run.
+The inventory is the whole `suites/` tree on every backend, as `make lab` runs it: the session's own items when it
+collected exactly that (`make lab`), else a child pytest's (see `inventory.py`; `make test` collects most suites on
+the default backend only), so the check means the same whether it runs alone (`pytest suites/parity`) or inside
+either full run.
 """
 
 from __future__ import annotations
