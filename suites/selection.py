@@ -54,7 +54,7 @@ def every_suite_on_every_backend() -> bool:
 def every_backend(requirements: Iterable[str], path: Path) -> bool:
     """Whether a test (its `req` ids and its file) runs on every backend in `make test`: it belongs to a release
     proof, or it is a backend contract test."""
-    return proof_of(requirements) is not None or path.is_relative_to(CONTRACT_SUITE)
+    return proof_of(requirements) is not None or path.resolve().is_relative_to(CONTRACT_SUITE)
 
 
 def backends_for(metafunc: pytest.Metafunc) -> list[str]:
