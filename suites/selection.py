@@ -122,6 +122,13 @@ def collect(
     paths: Sequence[Path] = (SUITES,), *, every: bool, options: Sequence[str] = (), plugins: Sequence[str] = ()
 ) -> list[Collected]:
     """What a child pytest collects under `paths`: as `make lab` does (`every`) or as `make test` does."""
+    return from_json(collect_json(paths, every=every, options=options, plugins=plugins))
+
+
+def collect_json(
+    paths: Sequence[Path] = (SUITES,), *, every: bool, options: Sequence[str] = (), plugins: Sequence[str] = ()
+) -> str:
+    """`collect()`'s records as JSON, so that xdist workers can share one collection (`harness.once_per_run`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_")) and k != SUITE_BACKENDS}
     if every:
         env[SUITE_BACKENDS] = "all"
@@ -136,8 +143,11 @@ def collect(
         )
         if done.returncode != 0 or not out.exists():
             raise AssertionError(f"collecting {paths} failed ({done.returncode}):\n{done.stdout[-4000:]}{done.stderr}")
-        raw = json.loads(out.read_text(encoding="utf-8"))
-    return [collected(r) for r in raw]
+        return out.read_text(encoding="utf-8")
+
+
+def from_json(text: str) -> list[Collected]:
+    return [collected(r) for r in json.loads(text)]
 
 
 def collected(raw: dict[str, Any]) -> Collected:

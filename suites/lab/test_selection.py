@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import pytest
 
-from suites.harness import BACKENDS
+from suites.harness import BACKENDS, once_per_run
 from suites.parity.inventory import whole_tree
 from suites.parity.ledger import RELEASE_PROOFS
 from suites.selection import (
+    COLLECT_TIMEOUT,
     SUITES,
     Collected,
     backends_of,
     collect,
+    collect_json,
     collected,
     every_backend,
     every_suite_on_every_backend,
+    from_json,
     misplaced,
     record,
     short_of_every_backend,
@@ -41,22 +44,25 @@ def on(collected: list[Collected], prefix: str) -> list[str | None]:
     return found
 
 
-def collection(session: pytest.Session, *, every: bool) -> list[Collected]:
+async def collection(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, *, every: bool
+) -> list[Collected]:
     """What `make test` (or, `every`, `make lab`) collects: this session's own items when it is that run (each
-    xdist worker collects every item), else a child pytest's."""
-    if whole_tree(session) and every_suite_on_every_backend() == every:
-        return [collected(record(item)) for item in session.items]
-    return collect(every=every)
+    xdist worker collects every item), else a child pytest's, one per run."""
+    if whole_tree(request.session) and every_suite_on_every_backend() == every:
+        return [collected(record(item)) for item in request.session.items]
+    name = "selection-make-lab" if every else "selection-make-test"
+    return from_json(await once_per_run(tmp_path_factory, name, lambda: collect_json(every=every), COLLECT_TIMEOUT))
 
 
 @pytest.fixture(scope="module")
-def make_test(request: pytest.FixtureRequest) -> list[Collected]:
-    return collection(request.session, every=False)
+async def make_test(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> list[Collected]:
+    return await collection(request, tmp_path_factory, every=False)
 
 
 @pytest.fixture(scope="module")
-def make_lab(request: pytest.FixtureRequest) -> list[Collected]:
-    return collection(request.session, every=True)
+async def make_lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> list[Collected]:
+    return await collection(request, tmp_path_factory, every=True)
 
 
 def test_a_test_runs_on_every_backend_when_it_names_a_release_proofs_requirement_or_is_a_contract_test() -> None:

@@ -156,9 +156,9 @@ def from_session(session: pytest.Session, backends: Sequence[str]) -> Inventory 
     return Inventory(items, [str(p.relative_to(ROOT)) for p in ignored], time.monotonic() - started)
 
 
-def collect(backends: Sequence[str]) -> Inventory:
-    """Collect every test under suites/ on every backend in a child pytest, as `make lab` does, and return its
-    inventory."""
+def collect(backends: Sequence[str]) -> str:
+    """Collect every test under suites/ on every backend in a child pytest, as `make lab` does: its inventory as
+    JSON (`from_json`), so that xdist workers can share one collection (`suites.harness.once_per_run`)."""
     ignored = unjoined_modules(backends)
     started = time.monotonic()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))} | {SUITE_BACKENDS: "all"}
@@ -175,7 +175,13 @@ def collect(backends: Sequence[str]) -> Inventory:
         if done.returncode != 0 or not out.exists():
             raise AssertionError(f"collecting suites/ failed ({done.returncode}):\n{done.stdout[-4000:]}{done.stderr}")
         raw = json.loads(out.read_text(encoding="utf-8"))
-    return Inventory([_item(r) for r in raw], [str(p.relative_to(ROOT)) for p in ignored], time.monotonic() - started)
+    ignored_names = [str(p.relative_to(ROOT)) for p in ignored]
+    return json.dumps({"items": raw, "ignored": ignored_names, "seconds": time.monotonic() - started})
+
+
+def from_json(text: str) -> Inventory:
+    found = json.loads(text)
+    return Inventory([_item(r) for r in found["items"]], found["ignored"], found["seconds"])
 
 
 # -- the checks (pure: the negative control feeds them a doctored inventory) -------------------------------------

@@ -16,9 +16,9 @@ import dataclasses
 import allure
 import pytest
 
-from suites.harness import BACKENDS
+from suites.harness import BACKENDS, once_per_run
 from suites.parity import inventory
-from suites.parity.inventory import Inventory, Item
+from suites.parity.inventory import COLLECT_TIMEOUT, Inventory, Item
 from suites.parity.ledger import (
     DOC,
     LEDGER,
@@ -41,8 +41,10 @@ def check(problems: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def collected(request: pytest.FixtureRequest) -> Inventory:
-    found = inventory.from_session(request.session, BACKENDS) or inventory.collect(BACKENDS)
+async def collected(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Inventory:
+    found = inventory.from_session(request.session, BACKENDS) or inventory.from_json(
+        await once_per_run(tmp_path_factory, "req-inventory", lambda: inventory.collect(BACKENDS), COLLECT_TIMEOUT)
+    )
     print(f"collected {len(found.items)} tests in {found.seconds:.1f}s; outside the ledger: {found.ignored or 'none'}")
     return found
 
