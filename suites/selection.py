@@ -5,14 +5,14 @@
 proof's requirements) or is a backend contract test (under `suites/backends/`: each adapter held to the `Backend`
 contract of `runtime/backend.py`, flow by flow) is collected on every backend; any other test on the default backend
 only. The proofs and the contract are where backends must be shown alike; the other suites exercise the runtime
-above the backend, which is the same code whichever backend is under it, and cost a third of the time on one.
+above the backend, which is the same code whichever backend is under it, and on one backend cost a third.
 `$SUITE_BACKENDS=all` (`make lab` sets it) collects every test on every backend; `--backend NAME` collects every test
 on the named backends. `before_any_backend` and `backends(...)` narrow first, so a flow only some backends have runs
 on the first of those.
 
-A test left out is not collected (not collected and skipped): the parity ledger reads `make lab`'s collection
-(`suites/parity/inventory.py` collects it with the switch), so its per-backend cells are backed by what `make lab`
-runs.
+A test left out is not collected at all (rather than collected and skipped): the parity ledger reads `make lab`'s
+collection (`suites/parity/inventory.py` collects it with the switch), so its per-backend cells are backed by what
+`make lab` runs.
 
 This module is also the plugin of the child pytest the check runs (`-p suites.selection`): after collection it
 writes one record per test item.
@@ -172,10 +172,10 @@ def misplaced(make_test: Sequence[Collected], make_lab: Sequence[Collected]) -> 
     not on every backend `make lab` has it on, another test on more than the first of those, or a test `make lab`
     does not collect at all."""
     lab, test = backends_of(make_lab), backends_of(make_test)
-    first = {c.test: c for c in make_lab}
+    sample = {c.test: c for c in make_lab}
     problems = [f"{name}: collected by make test, not by make lab" for name in test if name not in lab]
     for name, backends in lab.items():
-        belongs = every_backend(first[name].requirements, first[name].path)
+        belongs = every_backend(sample[name].requirements, sample[name].path)
         wanted = backends if belongs else backends[:1]
         if test.get(name, []) != wanted:
             why = "a release proof or contract test" if belongs else "neither a release proof nor a contract test"
