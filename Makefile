@@ -53,9 +53,10 @@ lint: $(VENV_STAMP)
 # Everything CI proves: lint, then every suite (benchmarks skipped: timings are not pass/fail), on four xdist
 # workers (each with its own Chromium, fixture server and tap), work-stealing so no worker idles at the end. On two
 # cores four keep both busy (98 % in /proc/stat over a run); three took 19 m 44 s where four took 18 m 23 s.
-# Release proofs run on every backend; each negative control on one, the whole-app runs (installed, evaluation)
-# on the default one — `make lab` runs those on every backend too.
-# BACKEND=name limits the release proofs to one backend; WORKERS=1 runs in one process.
+# The release proofs and the backend contract tests (suites/backends) run on every backend, every other test on the
+# default one (suites/selection.py); each negative control on one, the whole-app runs (installed, evaluation) on the
+# default one — `make lab` runs all of those on every backend. Which suite runs where, and why: docs/lab.md.
+# BACKEND=name runs every test on that backend only; WORKERS=1 runs in one process.
 WORKERS ?= 4
 test: setup lint
 	$(PYTEST) suites --benchmark-skip -n $(WORKERS) --dist worksteal --durations=15 $(if $(BACKEND),--backend $(BACKEND))
@@ -67,12 +68,13 @@ parity-doc: $(VENV_STAMP)
 RAW_SNAPSHOTS := $(foreach b,playwright_mcp chrome_devtools_mcp,\
   'suites/backends/test_backends.py::test_catalogue_snapshot_parses_hundreds_of_elements_in_far_fewer_tokens[$(b)-/catalogue/]')
 
-# Costs only: token budgets, act latency against the raw upstream side by side, each scenario's cost per backend
-# (the parity tasks; their negative controls are skipped here, `make test` runs them), and the task-cost table: every
-# task of suites/bench/tasks.py run by ours and by the raw @playwright/mcp and chrome-devtools-mcp (make test: one).
+# Costs only, on every backend: token budgets, act latency against the raw upstream side by side, each scenario's
+# cost per backend (the parity tasks; their negative controls are skipped here, `make test` runs them), and the
+# task-cost table: every task of suites/bench/tasks.py run by ours and by the raw @playwright/mcp and
+# chrome-devtools-mcp (make test: one).
 bench: setup
 	@rm -rf reports/costs
-	$(PYTEST) suites/budgets suites/bench suites/parity/test_parity_tasks.py $(RAW_SNAPSHOTS) -m "not negative_control" -s
+	SUITE_BACKENDS=all $(PYTEST) suites/budgets suites/bench suites/parity/test_parity_tasks.py $(RAW_SNAPSHOTS) -m "not negative_control" -s
 	@$(PY) -m lab.costs
 
 # The acceptance run: every suite and benchmark on every backend with Allure results, then the cost summary and
@@ -80,7 +82,7 @@ bench: setup
 # Both are built even when a suite fails; the exit status is the suites'.
 lab: setup
 	@rm -rf $(RESULTS) reports/costs
-	@status=0; INSTALLED_BACKENDS=all NEGATIVE_CONTROL_BACKENDS=all FUZZ_EXAMPLES=10000 $(PYTEST) suites --alluredir=$(RESULTS) || status=$$?; \
+	@status=0; SUITE_BACKENDS=all INSTALLED_BACKENDS=all NEGATIVE_CONTROL_BACKENDS=all FUZZ_EXAMPLES=10000 $(PYTEST) suites --alluredir=$(RESULTS) || status=$$?; \
 	$(PY) -m lab.costs || true; \
 	$(PY) -m lab.mutation --summary || true; \
 	$(PY) -m lab.report || { [ $$status -ne 0 ] || status=1; }; \

@@ -21,6 +21,8 @@ from runtime.client import HostedClient
 from runtime.service import Settings
 from suites.harness import BACKENDS, Agent, Desk, client_in_task, skip_repeated_negative_controls
 from suites.parity.inventory import DESELECTED_KEY
+from suites.parity.ledger import proof_of
+from suites.selection import SUITE_BACKENDS, backends_for
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,21 +30,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--backend",
         action="append",
         default=None,
-        help=f"run release proofs on this backend only (repeatable; default: all of {', '.join(BACKENDS)})",
+        help=f"run every test on this backend only (repeatable; default: release proofs and backend contract tests on "
+        f"all of {', '.join(BACKENDS)}, the rest on {BACKENDS[0]}; every test on all with {SUITE_BACKENDS}=all)",
     )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Release proofs run on every chosen backend; one whose check stops before any backend call (and asserts
-    that: 0 CDP commands) is marked `before_any_backend` and runs once, on the first chosen backend. A flow only
-    some backends have is marked `backends(*names)` and runs on those of the chosen ones."""
+    """Release proofs and backend contract tests run on every chosen backend, the other tests on the default one
+    unless `$SUITE_BACKENDS=all` (`make lab`) or `--backend` (`suites/selection.py`). One whose check stops before
+    any backend call (and asserts that: 0 CDP commands) is marked `before_any_backend` and runs once, on the first
+    chosen backend. A flow only some backends have is marked `backends(*names)` and runs on those of the chosen ones."""
     if "backend" in metafunc.fixturenames:
-        chosen = metafunc.config.getoption("backend") or list(BACKENDS)
-        if metafunc.definition.get_closest_marker("before_any_backend"):
-            chosen = chosen[:1]
-        if only := metafunc.definition.get_closest_marker("backends"):
-            chosen = [name for name in chosen if name in only.args]
-        metafunc.parametrize("backend", chosen)
+        metafunc.parametrize("backend", backends_for(metafunc))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -70,14 +69,12 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 def report_labels(item: pytest.Item) -> list[tuple[str, str]]:
     """The Allure labels a reviewer browses by: epic = the release proof the test's requirements belong to (else
     the suite), feature = the backend it ran on, story = its first requirement; negative controls are tagged."""
-    from suites.parity.ledger import RELEASE_PROOFS  # the ledger names BACKENDS of this module
-
     reqs = [r for mark in item.iter_markers("req") for r in mark.args]
-    proof = next((p.name for p in RELEASE_PROOFS if set(p.requirements) & set(reqs)), None)
+    proof = proof_of(reqs)
     suite = item.nodeid.split("/")[1] if item.nodeid.startswith("suites/") else "lab"
     callspec = getattr(item, "callspec", None)
     backend = callspec.params.get("backend") if callspec is not None else None
-    labels = [("epic", f"proof: {proof}" if proof else f"suite: {suite}"), ("feature", backend or "no backend")]
+    labels = [("epic", f"proof: {proof.name}" if proof else f"suite: {suite}"), ("feature", backend or "no backend")]
     if reqs:
         labels.append(("story", reqs[0]))
     if item.get_closest_marker("negative_control"):

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import re
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -85,6 +87,50 @@ def skip_other_backends(config: pytest.Config, items: list[pytest.Item], folder:
         if item.path.is_relative_to(folder) and backend is not None and backend not in wanted:
             reason = f"{what} on {backend} goes with {WHOLE_RUN_BACKENDS}=all (make lab)"
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@contextlib.asynccontextmanager
+async def file_lock(path: Path, timeout: float) -> AsyncIterator[None]:
+    """An exclusive `flock` on `path`, held until the block ends (bounded wait).
+
+    `flock` blocks, so it is taken on a daemon thread: if the wait times out the test fails, and the thread dies
+    with the worker."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    loop = asyncio.get_running_loop()
+    taken: asyncio.Future[None] = loop.create_future()
+
+    def take() -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        loop.call_soon_threadsafe(lambda: taken.done() or taken.set_result(None))
+
+    threading.Thread(target=take, name=f"lock {path.name}", daemon=True).start()
+    try:
+        await asyncio.wait_for(taken, timeout)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """The folder this run's xdist workers share (and no other run: pytest's base folder, private to the user);
+    None outside xdist. Work done once per run is recorded here for the other workers to read."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return None
+    return tmp_path_factory.getbasetemp().parent
+
+
+async def once_per_run(
+    tmp_path_factory: pytest.TempPathFactory, name: str, produce: Callable[[], str], timeout: float
+) -> str:
+    """`produce()`'s text, made once per run: under xdist the first worker to take the lock makes it (in a thread,
+    within `timeout`) and records it in the run's folder, and the others read the record."""
+    if (shared := run_folder(tmp_path_factory)) is None:
+        return await asyncio.to_thread(produce)
+    record = shared / f"{name}.txt"
+    async with file_lock(shared / f"{name}.lock", 2 * timeout):
+        if not record.exists():
+            record.write_text(await asyncio.wait_for(asyncio.to_thread(produce), timeout), encoding="utf-8")
+    return record.read_text(encoding="utf-8")
 
 
 @dataclass

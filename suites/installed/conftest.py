@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -34,7 +33,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +42,7 @@ import pytest
 
 from lab.cdp import CDPClient
 from lab.processes import Proc, command_line, processes
-from suites.harness import skip_other_backends
+from suites.harness import file_lock, run_folder, skip_other_backends
 
 ROOT = Path(__file__).resolve().parents[2]
 MCP_PORT = 18100
@@ -72,28 +70,6 @@ PORT_LOCK_TIMEOUT = 600.0
 """Seconds a test waits for another worker's tests on 18100 to finish (the task set takes about a minute)."""
 BUILD_LOCK_TIMEOUT = 4 * BUILD_TIMEOUT
 """Seconds a worker waits for another worker's build of the installed app (its four steps)."""
-
-
-@contextlib.asynccontextmanager
-async def file_lock(path: Path, timeout: float) -> AsyncIterator[None]:
-    """An exclusive `flock` on `path`, held until the block ends (bounded wait).
-
-    `flock` blocks, so it is taken on a daemon thread: if the wait times out the test fails, and the thread dies
-    with the worker."""
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    loop = asyncio.get_running_loop()
-    taken: asyncio.Future[None] = loop.create_future()
-
-    def take() -> None:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        loop.call_soon_threadsafe(lambda: taken.done() or taken.set_result(None))
-
-    threading.Thread(target=take, name=f"lock {path.name}", daemon=True).start()
-    try:
-        await asyncio.wait_for(taken, timeout)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 @pytest.fixture(autouse=True)
@@ -207,14 +183,6 @@ async def build_and_install(tmp: Path) -> Installed:
         ).strip()
     )
     return Installed(venv, wheel, site, home)
-
-
-def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
-    """The folder this run's xdist workers share (and no other run: pytest's base folder, private to the user);
-    None outside xdist. Work done once per run is recorded here for the other workers to read."""
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:
-        return None
-    return tmp_path_factory.getbasetemp().parent
 
 
 @pytest.fixture(scope="session")

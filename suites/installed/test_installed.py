@@ -22,13 +22,13 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient
 from lab.tap import CDPTap
+from suites.harness import run_folder
 from suites.installed.conftest import (
     AppProcess,
     Console,
     Installed,
     assert_no_process_left,
     import_origins,
-    run_folder,
     still_alive,
     tidy_windows,
 )

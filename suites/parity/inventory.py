@@ -1,10 +1,12 @@
 """What the suites exercise, per requirement and backend: collected from the test items themselves, and checked
 against the parity ledger in both directions.
 
-The check is about every suite, collected the same way every time. A session that collected the whole `suites/`
-tree with nothing deselected and no `--backend` (`make test`, `make lab`: each xdist worker collects every item)
-already holds exactly that, and `from_session()` reads it. Any other session (`pytest suites/parity`, `-k`, `-m`,
-`--backend`) collects in a child pytest (`collect()`): nothing of that session's plugins, options or
+The check is about every suite on every backend, collected the same way every time: as `make lab` collects them
+(`$SUITE_BACKENDS=all`, `suites/selection.py`), so a cell of the ledger is backed by a test `make lab` runs on that
+backend. A session that collected the whole `suites/` tree that way with nothing deselected and no `--backend`
+(`make lab`: each xdist worker collects every item) already holds exactly that, and `from_session()` reads it. Any
+other session (`make test`, which collects most suites on the default backend only; `pytest suites/parity`, `-k`,
+`-m`, `--backend`) collects in a child pytest (`collect()`): nothing of that session's plugins, options or
 already-imported conftests leaks into it. This module is also the child's plugin (`-p suites.parity.inventory`):
 after collection it writes one JSON record per test item.
 
@@ -33,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from suites.selection import SUITE_BACKENDS, every_suite_on_every_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = ROOT / "suites"
@@ -127,18 +131,24 @@ def _item(raw: dict[str, Any]) -> Item:
     )  # fmt: skip
 
 
-def from_session(session: pytest.Session, backends: Sequence[str]) -> Inventory | None:
-    """The inventory of this session's own items, when they are what `collect()` would find: the whole `suites/`
-    tree, every backend, nothing deselected or ignored; None otherwise."""
+def whole_tree(session: pytest.Session) -> bool:
+    """Whether this session collected the whole `suites/` tree with nothing deselected or ignored and no
+    `--backend`: what a child pytest collecting `suites/` finds under the same `$SUITE_BACKENDS`."""
     config = session.config
-    whole_tree = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args] == [SUITES]
+    args = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args]
     narrowed = (
         config.getoption("backend", None)
         or config.getoption("ignore", None)
         or config.getoption("ignore_glob", None)
         or config.stash.get(DESELECTED_KEY, False)
     )
-    if not whole_tree or narrowed or not session.items:
+    return args == [SUITES] and not narrowed and bool(session.items)
+
+
+def from_session(session: pytest.Session, backends: Sequence[str]) -> Inventory | None:
+    """The inventory of this session's own items, when they are what `collect()` would find: the whole `suites/`
+    tree, every suite on every backend; None otherwise."""
+    if not (whole_tree(session) and every_suite_on_every_backend()):
         return None
     started = time.monotonic()
     ignored = unjoined_modules(backends)
@@ -146,11 +156,12 @@ def from_session(session: pytest.Session, backends: Sequence[str]) -> Inventory 
     return Inventory(items, [str(p.relative_to(ROOT)) for p in ignored], time.monotonic() - started)
 
 
-def collect(backends: Sequence[str]) -> Inventory:
-    """Collect every test under suites/ in a child pytest and return its inventory."""
+def collect(backends: Sequence[str]) -> str:
+    """Collect every test under suites/ on every backend in a child pytest, as `make lab` does: its inventory as
+    JSON (`from_json`), so that xdist workers can share one collection (`suites.harness.once_per_run`)."""
     ignored = unjoined_modules(backends)
     started = time.monotonic()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))} | {SUITE_BACKENDS: "all"}
     with tempfile.TemporaryDirectory(prefix="req-inventory-") as tmp:
         out = Path(tmp) / "inventory.json"
         command = [
@@ -164,7 +175,13 @@ def collect(backends: Sequence[str]) -> Inventory:
         if done.returncode != 0 or not out.exists():
             raise AssertionError(f"collecting suites/ failed ({done.returncode}):\n{done.stdout[-4000:]}{done.stderr}")
         raw = json.loads(out.read_text(encoding="utf-8"))
-    return Inventory([_item(r) for r in raw], [str(p.relative_to(ROOT)) for p in ignored], time.monotonic() - started)
+    ignored_names = [str(p.relative_to(ROOT)) for p in ignored]
+    return json.dumps({"items": raw, "ignored": ignored_names, "seconds": time.monotonic() - started})
+
+
+def from_json(text: str) -> Inventory:
+    found = json.loads(text)
+    return Inventory([_item(r) for r in found["items"]], found["ignored"], found["seconds"])
 
 
 # -- the checks (pure: the negative control feeds them a doctored inventory) -------------------------------------

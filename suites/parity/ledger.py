@@ -1063,6 +1063,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "make mutation runs mutmut over the named security-critical functions; a renamed one is reported, and only a "
         "failing test kills a mutant",
     ),
+    _req(
+        "lab:selection",
+        "where-suites-run",
+        "make test collects release-proof and backend contract tests on every backend and the others on the default "
+        "one; make lab collects every test on every backend",
+    ),
     _req("lab:ledger", "instruments", "one real write is one ledger row, read once, per test"),
     _req("lab:scenarios", "instruments", "every scenario's routes, writes and attacker endpoint behave as declared"),
     _req("lab:tap", "instruments", "the CDP tap counts exactly what reached each target"),
@@ -1163,6 +1169,7 @@ RELEASE_PROOFS: tuple[Proof, ...] = (
             "isolation:b-untouched",
             "isolation:chat-untouched",
             "isolation:other-window-untouched",
+            "isolation:unauthorized-page",
             "capability:missing",
         ),
     ),
@@ -1223,6 +1230,14 @@ RELEASE_PROOFS: tuple[Proof, ...] = (
         ("proof:chat-stability",),
     ),
 )
+
+
+def proof_of(requirements: Iterable[str]) -> Proof | None:
+    """The release proof a test belongs to: the first whose requirements include one the test names (its
+    `@pytest.mark.req` ids, a negative control's too). A test naming none belongs to none, whatever its suite:
+    `suites/selection.py` runs it on every backend in `make test` only if it is a backend contract test."""
+    named = set(requirements)
+    return next((proof for proof in RELEASE_PROOFS if named & set(proof.requirements)), None)
 
 
 def diverges(requirement: str, backend: str) -> str | None:
