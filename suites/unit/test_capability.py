@@ -111,16 +111,6 @@ async def no_preview(page: Page) -> str:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(clock: Clock) -> ContextStore:
-    return ContextStore(clock=clock)
-
-
-@pytest.fixture
 def browser() -> NoBrowser:
     return NoBrowser()
 

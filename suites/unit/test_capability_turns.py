@@ -16,10 +16,9 @@ from runtime.capability.approval import Binding
 from runtime.capability.host import ContextStore, Host
 from runtime.capability.token import open_token
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier, StaleContext
-from runtime.models import Page
 from runtime.registry.registry import PageRegistry
 from suites.harness import Clock
-from suites.unit.test_capability import Connection
+from suites.unit.test_capability import Connection, no_preview
 
 pytestmark = pytest.mark.req("unit:capability-token")
 
@@ -40,20 +39,6 @@ class PagesBrowser:
         if method == "Browser.getWindowBounds":
             return {"bounds": {"left": 0, "top": 0, "width": 800, "height": 600, "windowState": "normal"}}
         raise AssertionError(f"the registry sent {method}")
-
-
-async def no_preview(page: Page) -> str:
-    return ""
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(clock: Clock) -> ContextStore:
-    return ContextStore(clock=clock)
 
 
 def ended_turns(store: ContextStore) -> list[tuple[str, str | None]]:
