@@ -111,7 +111,7 @@ def test_the_task_cost_table_shows_ours_beside_each_raw_upstream_with_ratios_tot
     assert total[:5] == ["total", "(2", "tasks", "all", "did)"]  # pay is not a task every driver did
     assert total[5:] == ["3,000", "(6)", "42,000", "(7)", "29,000", "(6)", "14.0x", "9.7x"]
     assert "goal: median task ≤ 3,000 tokens for ours: 1,500, met" in out
-    assert "goal: ≥ 10x fewer than raw @playwright/mcp on the same tasks: total 14.0x, median task 13.5x, met" in out
+    assert "goal: ≥ 10x fewer than raw @playwright/mcp on the same tasks: total 14.0x, met (median task 13.5x)" in out
     assert "  pay: n/a: dialogs are the user's" in out
     assert (tmp_path / costs.TASK_COST_PLOT).read_text().count("<rect x=") == 7  # n/a draws no bar
 
