@@ -48,7 +48,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`@pytest.mark.xfail_on(*backends, reason=...)`: a strict xfail on those backends only (a declared divergence).
     A negative control runs on one backend unless asked for more (`skip_repeated_negative_controls`). Every test is
-    also labelled for the report (`report_labels`)."""
+    also labelled for the report (`report_labels`). Modules marked `starts_early` go first (`start_long_ones_early`)."""
+    start_long_ones_early(items)
     skip_repeated_negative_controls(config, items)
     for item in items:
         marker = item.get_closest_marker("xfail_on")
@@ -57,6 +58,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xfail(strict=True, reason=marker.kwargs["reason"]))
         for label_type, value in report_labels(item):
             item.add_marker(pytest.mark.allure_label(value, label_type=label_type))
+
+
+def start_long_ones_early(items: list[pytest.Item]) -> None:
+    """Modules marked `starts_early` (a test of 20 s or more) first, each kept whole, the rest in their order. Under
+    `--dist worksteal` xdist hands each worker a contiguous quarter of the list and idle workers take the back half of
+    another's queue: a long test late in the list can end the run alone; at the front it runs while the others work."""
+    items.sort(key=lambda item: item.get_closest_marker("starts_early") is None)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:

@@ -24,6 +24,8 @@ from host.evals import runner
 from host.evals.runner import COLUMNS, SCRIPT, Options, evaluate
 from suites.host.wire import API_KEY, Call, Failure, Hang, Reply, StandIn
 
+pytestmark = pytest.mark.starts_early
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT = 300.0
 """Seconds a whole run may take (ten questions: about 20–65 s here, depending on the backend)."""

@@ -36,6 +36,8 @@ from suites.host.conftest import Console, StartApp
 from suites.host.test_app import tokens_in
 from suites.proofs import assert_untouched
 
+pytestmark = pytest.mark.starts_early
+
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE_NAME = '<img src=x onerror="window.__owned=1">Evil\u202e\nClient' + "x" * 200
 

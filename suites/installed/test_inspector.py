@@ -18,6 +18,8 @@ from lab.tap import CDPTap
 from suites.installed.conftest import MCP_URL, ROOT, AppProcess, Installed, tidy_windows
 from suites.installed.taskset import LABEL
 
+pytestmark = pytest.mark.starts_early
+
 INSPECTOR = ROOT / "backends" / "node_modules" / ".bin" / "mcp-inspector"
 UPSTREAM = ROOT / "backends" / "node_modules" / ".bin" / "playwright-mcp"
 INSPECTOR_TIMEOUT = 90.0

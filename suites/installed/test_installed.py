@@ -42,6 +42,8 @@ from suites.installed.taskset import (
     run_task_set,
 )
 
+pytestmark = pytest.mark.starts_early
+
 
 def assert_untouched(calls: dict[str, dict[str, int]]) -> None:
     """Not one CDP command of the installed app reached these Pages ({name: {method: count}})."""

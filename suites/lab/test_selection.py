@@ -26,7 +26,7 @@ from suites.selection import (
     short_of_every_backend,
 )
 
-pytestmark = pytest.mark.req("lab:selection")
+pytestmark = [pytest.mark.req("lab:selection"), pytest.mark.starts_early]
 
 PW = BACKENDS[0]
 NOT_A_PROOF = "suites/policy/test_policy.py::test_a_login_form_is_the_users_to_fill_and_submit"

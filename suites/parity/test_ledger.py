@@ -31,7 +31,7 @@ from suites.parity.ledger import (
     unsourced,
 )
 
-pytestmark = pytest.mark.req("parity:ledger")
+pytestmark = [pytest.mark.req("parity:ledger"), pytest.mark.starts_early]
 
 DIVERGENCES = {r.id: r.divergences for r in LEDGER.values() if r.divergences}
 

@@ -45,6 +45,8 @@ from runtime.settings import Settings
 from suites.harness import Agent, Clock, Desk, client_in_task, ref_of
 from suites.proofs import assert_no_runtime_calls, assert_no_writes
 
+pytestmark = pytest.mark.starts_early
+
 RUNTIME_SOURCE = str(Path(__file__).resolve().parents[2] / "runtime") + "/"
 
 
