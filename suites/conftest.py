@@ -22,7 +22,7 @@ from runtime.service import Settings
 from suites.harness import BACKENDS, Agent, Desk, client_in_task, skip_repeated_negative_controls
 from suites.parity.inventory import DESELECTED_KEY
 from suites.parity.ledger import proof_of
-from suites.selection import SUITE_BACKENDS, backends_for
+from suites.selection import SUITE_BACKENDS, backends_for, every_suite_on_every_backend
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -48,8 +48,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`@pytest.mark.xfail_on(*backends, reason=...)`: a strict xfail on those backends only (a declared divergence).
     A negative control runs on one backend unless asked for more (`skip_repeated_negative_controls`). Every test is
-    also labelled for the report (`report_labels`). Modules marked `starts_early` go first (`start_long_ones_early`)."""
+    also labelled for the report (`report_labels`). Modules marked `starts_early` go first (`start_long_ones_early`);
+    a `soak` test runs only with every suite (`SUITE_BACKENDS=all`, `make lab`)."""
     start_long_ones_early(items)
+    if not every_suite_on_every_backend():
+        for item in items:
+            if item.get_closest_marker("soak"):
+                item.add_marker(pytest.mark.skip(reason=f"a soak run: make lab runs it ({SUITE_BACKENDS}=all)"))
     skip_repeated_negative_controls(config, items)
     for item in items:
         marker = item.get_closest_marker("xfail_on")

@@ -301,6 +301,7 @@ async def bulk_runtime(
     await rt.close()
 
 
+@pytest.mark.soak
 @pytest.mark.req("capability:bounded", "capability:replayed", "capability:stale", "capability:cross-connection")
 async def test_ten_thousand_calls_leave_the_store_and_verifier_bounded_and_memory_flat(
     bulk_runtime: tuple[Runtime, str], clock: Clock
@@ -335,6 +336,7 @@ class KeepsEveryContext(ContextStore):
         self.every_context[context.provider_request] = context
 
 
+@pytest.mark.soak
 @pytest.mark.negative_control
 @pytest.mark.req("capability:bounded")
 async def test_the_size_and_memory_checks_catch_a_verifier_that_never_forgets_spent_tokens(
@@ -349,6 +351,7 @@ async def test_the_size_and_memory_checks_catch_a_verifier_that_never_forgets_sp
         check_memory(run)
 
 
+@pytest.mark.soak
 @pytest.mark.negative_control
 @pytest.mark.parametrize("store_class", [KeepsEveryContext])
 @pytest.mark.req("capability:bounded")
