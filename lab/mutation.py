@@ -375,8 +375,8 @@ def _row(name: str, s: Score, goal: float) -> str:
     )
 
 
-def render(mutants: Sequence[Mutant], seconds: float, started: str, reruns: dict[str, str] | None = None) -> str:
-    """The report a reviewer reads: scores first, then every mutant not killed with its diff. `reruns`: the groups
+def render(mutants: Sequence[Mutant], seconds: float, started: str, groups_again: dict[str, str] | None = None) -> str:
+    """The report a reviewer reads: scores first, then every mutant not killed with its diff. `groups_again`: the groups
     run again alone since the whole run (`--group`), and when, so the wall time stays the whole run's."""
     header = (
         "| | mutants | killed | survived | timed out | other | equivalent | killed | killed of non-equivalent |",
@@ -391,8 +391,8 @@ def render(mutants: Sequence[Mutant], seconds: float, started: str, reruns: dict
         "Timed-out mutants are counted as not killed; *other* is mutmut's `no tests`, `suspicious`, `segfault` or "
         "`not checked`.",
         *(
-            ["Run again alone since: " + "; ".join(f"{name} ({when})" for name, when in reruns.items()) + "."]
-            if reruns
+            ["Run again alone since: " + "; ".join(f"{name} ({when})" for name, when in groups_again.items()) + "."]
+            if groups_again
             else []
         ),
         "",
@@ -426,7 +426,7 @@ def write(
     seconds: float,
     started: str,
     out: Path = REPORT_DIR,
-    reruns: dict[str, str] | None = None,
+    groups_again: dict[str, str] | None = None,
 ) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     total = score(mutants)
@@ -435,7 +435,7 @@ def write(
             {
                 "started": started,
                 "seconds": round(seconds, 1),
-                "reruns": reruns or {},
+                "groups_again": groups_again or {},
                 "score": total.ratio,
                 "mutants": [m.__dict__ for m in mutants],
             },
@@ -445,7 +445,7 @@ def write(
         encoding="utf-8",
     )
     report = out / "mutation.md"
-    report.write_text(render(mutants, seconds, started, reruns), encoding="utf-8")
+    report.write_text(render(mutants, seconds, started, groups_again), encoding="utf-8")
     return report
 
 
@@ -498,27 +498,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     clock = time.monotonic()
     last_json = REPORT_DIR / "mutation.json"
     last = json.loads(last_json.read_text(encoding="utf-8")) if last_json.is_file() else None
-    reruns: dict[str, str] = {}
+    groups_again: dict[str, str] = {}
     if args.report_only and last is None:
         print("lab.mutation: no run to report on yet (make mutation runs one)", file=sys.stderr)
         return 2
     if args.report_only:
-        started, seconds, reruns = last["started"], last["seconds"], last.get("reruns", {})
+        started, seconds, groups_again = last["started"], last["seconds"], last.get("groups_again", {})
     else:
         run_all(groups, args.parallel, args.children)
         seconds = time.monotonic() - clock
         if last is not None and len(groups) < len(GROUPS):
             # Some groups again, after new tests: the report keeps the others' last results and the whole run's time.
             done = f"{started}, {seconds / 60:.1f} min"
-            reruns = {**last.get("reruns", {}), **dict.fromkeys((g.name for g in groups), done)}
+            groups_again = {**last.get("groups_again", {}), **dict.fromkeys((g.name for g in groups), done)}
             started, seconds = last["started"], last["seconds"]
-    if reruns or args.report_only:
+    if groups_again or args.report_only:
         groups = [g for g in GROUPS if (REPORT_DIR / "work" / g.name / "mutants").is_dir()]
     known = equivalents()
     mutants = [m for g in groups for m in collect(g, REPORT_DIR / "work" / g.name)]
     for m in mutants:
         m.equivalent = known.get(m.name, "")
-    report = write(mutants, seconds, started, reruns=reruns)
+    report = write(mutants, seconds, started, groups_again=groups_again)
     if args.write_doc:
         shutil.copyfile(report, COMMITTED_REPORT)
     total = score(mutants)
