@@ -880,7 +880,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "bench:overhead",
         "cost",
         "the runtime's own time per act beyond its backend's (p50) is measured per phase, budget one frame "
-        "interval plus 2 ms, 18.7 ms (not asserted)",
+        "interval plus 2 ms, 18.7 ms, beyond the pointer's wait for the Page (not asserted)",
     ),
     _req(
         "budget:realistic-pages",
