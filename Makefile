@@ -99,7 +99,7 @@ ifeq ($(SHARDS),1)
 	$(build_report) || { [ $$status -ne 0 ] || status=1; }; \
 	exit $$status
 else
-	@rm -rf $(SHARD_DIR)
+	@rm -rf $(SHARD_DIR) && mkdir -p $(SHARD_DIR) && echo '{"shard": $(SHARD), "shards": $(SHARDS)}' >$(SHARD_DIR)/shard.json
 	$(LAB_ENV) LAB_COSTS_DIR=$(SHARD_DIR)/costs $(PYTEST) suites --alluredir=$(SHARD_DIR)/allure-results $(call split,make-lab)
 endif
 

@@ -2,12 +2,13 @@
 `make lab` merged into the one Allure results folder and the one cost folder a single-machine run leaves, so that
 `lab.costs` and `lab.report` build the one summary and the one offline report from them unchanged.
 
-A shard's folder (`make lab SHARDS=N SHARD=i` writes `reports/shard-<i>/`) holds `allure-results/` (its tests'
-results and attachments, every file named by a fresh uuid) and `costs/` (one JSON record per cost figure, named by
-the figure). Merging is copying; what it refuses, with one line each, is what would make the report differ from a
-single-machine run's: a shard folder without results (a shard that never ran or was copied back empty), a test that
-ran in two shards (shards split with different durations files or pytest-split versions: another test was then run
-by none), and a cost record two shards wrote differently (one would silently win).
+A shard's folder (`make lab SHARDS=N SHARD=i` writes `reports/shard-<i>/`) holds `shard.json` (`{"shard": i,
+"shards": N}`), `allure-results/` (its tests' results and attachments, every file named by a fresh uuid) and `costs/`
+(one JSON record per cost figure, named by the figure). Merging is copying; what it refuses, with one line each, is
+what would make the report differ from a single-machine run's: shards of a run missing or given twice (a CI job whose
+folder was not copied back), a shard folder without results (a shard that never ran), a test that ran in two shards
+(shards split with different durations files or pytest-split versions: another test was then run by none), and a
+cost record two shards wrote differently (one would silently win).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ RESULTS = REPO_ROOT / "reports" / "allure-results"
 COSTS = REPO_ROOT / "reports" / "costs"
 SHARD_RESULTS = "allure-results"
 SHARD_COSTS = "costs"
+MARKER = "shard.json"
+"""Which shard of how many a folder holds, written by `make lab SHARDS=N SHARD=i`."""
 
 
 class MergeError(Exception):
@@ -65,6 +68,16 @@ def merge(shards: Sequence[Path], results: Path = RESULTS, costs: Path = COSTS) 
     """Copy every shard's results into `results` and its cost records into `costs` (both emptied first)."""
     if not shards:
         raise MergeError('no shard folders given: make report RESULTS="reports/shard-1 reports/shard-2 …"', 2)
+    given = [_marker(shard) for shard in shards]
+    counts = {n for _, n in given}
+    if len(counts) > 1:
+        raise MergeError(f"the folders are shards of runs split {' and '.join(map(str, sorted(counts)))} ways", 2)
+    (count,) = counts
+    numbers = sorted(i for i, _ in given)
+    if numbers != list(range(1, count + 1)):
+        missing = sorted(set(range(1, count + 1)) - set(numbers)) or "none"
+        twice = sorted({i for i in numbers if numbers.count(i) > 1}) or "none"
+        raise MergeError(f"shards {numbers} of {count} given: missing {missing}, given twice {twice}", 2)
     tests = {}
     for shard in shards:
         found = tests_in(shard / SHARD_RESULTS)
@@ -93,6 +106,19 @@ def merge(shards: Sequence[Path], results: Path = RESULTS, costs: Path = COSTS) 
         _copy(sorted((shard / SHARD_RESULTS).iterdir()), results)
         records += _copy(sorted((shard / SHARD_COSTS).glob("*.json")) if (shard / SHARD_COSTS).is_dir() else [], costs)
     return Merged(len(shards), sum(len(found) for found in tests.values()), records)
+
+
+def _marker(shard: Path) -> tuple[int, int]:
+    try:
+        marker = json.loads((shard / MARKER).read_text(encoding="utf-8"))
+        number, count = int(marker["shard"]), int(marker["shards"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise MergeError(
+            f"{shard / MARKER} is missing or unreadable: a shard's folder is what `make lab SHARDS=N SHARD=i` leaves "
+            "in reports/shard-<i>/",
+            2,
+        ) from None
+    return number, count
 
 
 def _copy(files: Sequence[Path], into: Path) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -109,15 +110,17 @@ class Run:
     tests: list[str]
 
 
-def run_subset(folder: Path, split: Sequence[str] = ()) -> Run:
+def run_subset(folder: Path, shard: int | None = None, durations: Path | None = None) -> Run:
+    """The subset, whole or (`shard`) one of its two shards split by `durations`, into `folder` as `make lab` writes
+    a shard's folder (its `shard.json` too)."""
     record = folder / "collected.json"
-    args = [*SUBSET, "--alluredir", str(folder / merge.SHARD_RESULTS), "--shards-record", str(record), *split]
+    args = [*SUBSET, "--alluredir", str(folder / merge.SHARD_RESULTS), "--shards-record", str(record)]
+    if shard is not None:
+        args += ["--splits", "2", "--group", str(shard), "--durations-path", str(durations)]
+        folder.mkdir(parents=True)
+        (folder / merge.MARKER).write_text(json.dumps({"shard": shard, "shards": 2}), encoding="utf-8")
     pytest_child(args, child_env(LAB_COSTS_DIR=str(folder / merge.SHARD_COSTS)), RUN_TIMEOUT)
     return Run(folder, json.loads(record.read_text(encoding="utf-8"))["collected"])
-
-
-def shard_options(shard: int, durations: Path) -> list[str]:
-    return ["--splits", "2", "--group", str(shard), "--durations-path", str(durations)]
 
 
 @dataclass(frozen=True)
@@ -134,10 +137,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     base = tmp_path_factory.mktemp("shards")
     durations = durations_without(DURATIONS / "make-test.json", {COSTED}, base / "durations.json")
     whole = run_subset(base / "whole")
-    shards = (
-        run_subset(base / "shard-1", shard_options(1, durations)),
-        run_subset(base / "shard-2", shard_options(2, durations)),
-    )
+    shards = (run_subset(base / "shard-1", 1, durations), run_subset(base / "shard-2", 2, durations))
     return Runs(whole, shards, durations)
 
 
@@ -208,7 +208,7 @@ def test_shards_that_read_different_durations_are_caught_running_a_test_twice_an
     slow = json.loads(runs.durations.read_text(encoding="utf-8")) | {first.tests[0]: 1000.0}
     other = tmp_path / "durations.json"
     other.write_text(json.dumps(slow), encoding="utf-8")
-    stale = run_subset(tmp_path / "shard-2", shard_options(2, other))
+    stale = run_subset(tmp_path / "shard-2", 2, other)
     problems = partition_problems(runs.whole.tests, [first.tests, stale.tests])
     assert problems
     assert {problem.rsplit(": ", 1)[1] for problem in problems} == {"in 2 shards"}
@@ -217,34 +217,49 @@ def test_shards_that_read_different_durations_are_caught_running_a_test_twice_an
 
 
 @pytest.mark.negative_control
-def test_a_merge_that_lost_a_shard_is_caught_differing_from_the_unsharded_run(runs: Runs, tmp_path: Path) -> None:
+def test_a_merge_that_lost_a_shard_is_caught_differing_from_the_unsharded_run_and_refused_by_the_merge(
+    runs: Runs, tmp_path: Path
+) -> None:
     first, second = runs.shards
-    found = differences(runs.whole.folder, merged([first], tmp_path / "merged"))
+    lossy = tmp_path / "lossy"  # what copying one shard's folders alone would give
+    shutil.copytree(first.folder / merge.SHARD_RESULTS, lossy / merge.SHARD_RESULTS)
+    if (first.folder / merge.SHARD_COSTS).is_dir():
+        shutil.copytree(first.folder / merge.SHARD_COSTS, lossy / merge.SHARD_COSTS)
+    found = differences(runs.whole.folder, lossy)
     assert len([line for line in found if line.endswith(": not in the merged results")]) == len(second.tests)
     assert any(line.startswith("report summary: ") for line in found)
+    with pytest.raises(merge.MergeError, match=r"shards \[1\] of 2 given: missing \[2\], given twice none"):
+        merged([first], tmp_path / "merged")
+    with pytest.raises(merge.MergeError, match=r"shards \[1, 1\] of 2 given: missing \[2\], given twice \[1\]"):
+        merged([first, first], tmp_path / "merged")
 
 
 # -- the merge's refusals ---------------------------------------------------------------------------------------------
 
 
-def test_the_merge_refuses_in_one_line_a_shard_with_no_results_and_a_cost_record_two_shards_wrote_differently(
+def test_the_merge_refuses_in_one_line_a_folder_that_is_no_shard_and_a_cost_record_two_shards_wrote_differently(
     runs: Runs, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    empty = tmp_path / "shard-3"
-    empty.mkdir()
-    assert merge.main([str(runs.shards[0].folder), str(empty)]) == 2
+    first = runs.shards[0]
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    assert merge.main([str(first.folder), str(stray)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert f"no Allure results in {empty / merge.SHARD_RESULTS}" in err
+    assert f"{stray / merge.MARKER} is missing or unreadable" in err
+    (stray / merge.MARKER).write_text('{"shard": 2, "shards": 2}', encoding="utf-8")
+    assert merge.main([str(first.folder), str(stray)]) == 2
+    assert f"no Allure results in {stray / merge.SHARD_RESULTS}" in capsys.readouterr().err
     assert merge.main([]) == 2
     assert 'make report RESULTS="reports/shard-1' in capsys.readouterr().err
 
     doctored = []
-    for shard, tokens in zip(runs.shards, (1, 2), strict=True):
-        folder = tmp_path / f"doctored-{tokens}"
+    for shard in (1, 2):
+        folder = tmp_path / f"doctored-{shard}"
         (folder / merge.SHARD_COSTS).mkdir(parents=True)
-        (folder / merge.SHARD_RESULTS).symlink_to(shard.folder / merge.SHARD_RESULTS)
-        (folder / merge.SHARD_COSTS / "tools-list.json").write_text(json.dumps({"tokens": tokens}), encoding="utf-8")
-        doctored.append(Run(folder, shard.tests))
+        shutil.copy(runs.shards[shard - 1].folder / merge.MARKER, folder)
+        (folder / merge.SHARD_RESULTS).symlink_to(runs.shards[shard - 1].folder / merge.SHARD_RESULTS)
+        (folder / merge.SHARD_COSTS / "tools-list.json").write_text(json.dumps({"tokens": shard}), encoding="utf-8")
+        doctored.append(Run(folder, runs.shards[shard - 1].tests))
     with pytest.raises(merge.MergeError, match=r"two shards wrote tools-list.json differently"):
         merged(doctored, tmp_path / "merged")
