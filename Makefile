@@ -91,7 +91,8 @@ bench: setup
 # The acceptance run: every suite and benchmark on every backend with Allure results, then the cost summary and
 # the single-file offline report (which carries the summary, its plot and the parity table on its front page).
 # Both are built even when a suite fails; the exit status is the suites'. A shard (SHARDS=N SHARD=i) writes its
-# results and cost figures to reports/shard-<i>/ and builds no report: `make report RESULTS="…"` merges the shards'.
+# results, cost figures and shard.json (which tests it ran of which collection: suites/shards.py) to
+# reports/shard-<i>/ and builds no report: `make report RESULTS="…"` merges the shards'.
 lab: setup
 ifeq ($(SHARDS),1)
 	@rm -rf $(ALLURE_RESULTS) reports/costs
@@ -99,15 +100,16 @@ ifeq ($(SHARDS),1)
 	$(build_report) || { [ $$status -ne 0 ] || status=1; }; \
 	exit $$status
 else
-	@rm -rf $(SHARD_DIR) && mkdir -p $(SHARD_DIR) && echo '{"shard": $(SHARD), "shards": $(SHARDS)}' >$(SHARD_DIR)/shard.json
-	$(LAB_ENV) LAB_COSTS_DIR=$(SHARD_DIR)/costs $(PYTEST) suites --alluredir=$(SHARD_DIR)/allure-results $(call split,make-lab)
+	@rm -rf $(SHARD_DIR) && mkdir -p $(SHARD_DIR)
+	$(LAB_ENV) LAB_COSTS_DIR=$(SHARD_DIR)/costs $(PYTEST) suites --alluredir=$(SHARD_DIR)/allure-results \
+	  $(call split,make-lab) -p suites.shards --shards-record $(SHARD_DIR)/shard.json
 endif
 
 # The one cost summary and offline report: of this machine's last `make lab`, or, with RESULTS="reports/shard-1 …"
 # (each shard's folder, copied here from its machine), of all the shards, merged first into reports/ (lab/merge.py):
 # the same tests, figures and parity table as one machine's run.
 build_report = $(PY) -m lab.costs || true; $(PY) -m lab.mutation --summary || true; $(PY) -m lab.report
-report: $(VENV_STAMP)
+report: $(VENV_STAMP) $(NPM_STAMP)
 	@$(if $(RESULTS),$(PY) -m lab.merge $(RESULTS) || exit $$?;) $(build_report)
 
 # The durations SHARDS splits by, refreshed: make test's run and make lab's, each storing every test's time

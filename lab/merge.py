@@ -2,13 +2,14 @@
 `make lab` merged into the one Allure results folder and the one cost folder a single-machine run leaves, so that
 `lab.costs` and `lab.report` build the one summary and the one offline report from them unchanged.
 
-A shard's folder (`make lab SHARDS=N SHARD=i` writes `reports/shard-<i>/`) holds `shard.json` (`{"shard": i,
-"shards": N}`), `allure-results/` (its tests' results and attachments, every file named by a fresh uuid) and `costs/`
-(one JSON record per cost figure, named by the figure). Merging is copying; what it refuses, with one line each, is
-what would make the report differ from a single-machine run's: shards of a run missing or given twice (a CI job whose
-folder was not copied back), a shard folder without results (a shard that never ran), a test that ran in two shards
-(shards split with different durations files or pytest-split versions: another test was then run by none), and a
-cost record two shards wrote differently (one would silently win).
+A shard's folder (`make lab SHARDS=N SHARD=i` writes `reports/shard-<i>/`) holds `allure-results/` (its tests'
+results and attachments, every file named by a fresh uuid), `costs/` (one JSON record per cost figure, named by the
+figure) and `shard.json`, written by the shard's pytest once it has split the collection (`suites/shards.py`): which
+shard of how many, the tests it kept, and the size and digest of the whole collection it split. Merging is copying;
+what it refuses, with one line each, is what would make the report differ from a single-machine run's: shards of a
+run missing or given twice (a CI job whose folder was not copied back), a folder that is no shard's or has no results,
+shards that collected different trees, a test that ran in two shards or in none (shards split by different durations
+files or pytest-split versions), and a cost record two shards wrote differently (one would silently win).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import filecmp
 import json
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import combinations
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +30,6 @@ COSTS = REPO_ROOT / "reports" / "costs"
 SHARD_RESULTS = "allure-results"
 SHARD_COSTS = "costs"
 MARKER = "shard.json"
-"""Which shard of how many a folder holds, written by `make lab SHARDS=N SHARD=i`."""
 
 
 class MergeError(Exception):
@@ -42,6 +42,20 @@ class MergeError(Exception):
 
 
 @dataclass(frozen=True)
+class Shard:
+    """A shard's `shard.json`."""
+
+    shard: int
+    shards: int
+    collected: int
+    """How many tests the whole collection held, before the split."""
+    collection: str
+    """A digest of the whole collection's test ids: the same tree, collected the same way, gives the same one."""
+    tests: tuple[str, ...]
+    """The ids of the tests this shard kept."""
+
+
+@dataclass(frozen=True)
 class Merged:
     shards: int
     tests: int
@@ -51,74 +65,67 @@ class Merged:
         return f"{self.shards} shards, {self.tests} tests, {self.costs} cost records"
 
 
-def tests_in(results: Path) -> set[str]:
-    """The tests a results folder has a result for (Allure's `historyId`: the same test has the same one in every
-    run, on every machine)."""
-    found = set()
-    for path in results.glob("*-result.json"):
-        try:
-            result = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue  # a half-written file from an interrupted shard is not a test
-        found.add(str(result.get("historyId") or result.get("fullName") or path.name))
-    return found
+def read_marker(folder: Path) -> Shard:
+    try:
+        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        return Shard(
+            int(marker["shard"]), int(marker["shards"]), int(marker["collected"]), str(marker["collection"]),
+            tuple(str(test) for test in marker["tests"]),
+        )  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError):
+        raise MergeError(
+            f"{folder / MARKER} is missing or unreadable: a shard's folder is what `make lab SHARDS=N SHARD=i` leaves "
+            "in reports/shard-<i>/",
+            2,
+        ) from None
 
 
-def merge(shards: Sequence[Path], results: Path = RESULTS, costs: Path = COSTS) -> Merged:
-    """Copy every shard's results into `results` and its cost records into `costs` (both emptied first)."""
-    if not shards:
-        raise MergeError('no shard folders given: make report RESULTS="reports/shard-1 reports/shard-2 …"', 2)
-    given = [_marker(shard) for shard in shards]
-    counts = {n for _, n in given}
+def check(shards: Sequence[Shard]) -> None:
+    """Raise unless these are every shard of one split of one collection, each test in exactly one."""
+    counts = sorted({shard.shards for shard in shards})
     if len(counts) > 1:
-        raise MergeError(f"the folders are shards of runs split {' and '.join(map(str, sorted(counts)))} ways", 2)
-    (count,) = counts
-    numbers = sorted(i for i, _ in given)
-    if numbers != list(range(1, count + 1)):
-        missing = sorted(set(range(1, count + 1)) - set(numbers)) or "none"
+        raise MergeError(f"the folders are shards of runs split {' and '.join(map(str, counts))} ways", 2)
+    numbers = sorted(shard.shard for shard in shards)
+    if numbers != list(range(1, counts[0] + 1)):
+        missing = sorted(set(range(1, counts[0] + 1)) - set(numbers)) or "none"
         twice = sorted({i for i in numbers if numbers.count(i) > 1}) or "none"
-        raise MergeError(f"shards {numbers} of {count} given: missing {missing}, given twice {twice}", 2)
-    tests = {}
-    for shard in shards:
-        found = tests_in(shard / SHARD_RESULTS)
-        if not found:
-            raise MergeError(
-                f"no Allure results in {shard / SHARD_RESULTS}: a shard's folder is what `make lab SHARDS=N SHARD=i` "
-                "leaves in reports/shard-<i>/",
-                2,
-            )
-        tests[shard] = found
-    for (a, in_a), (b, in_b) in combinations(tests.items(), 2):
-        if both := sorted(in_a & in_b):
-            raise MergeError(
-                f"{len(both)} test(s) ran in both {a} and {b}: the shards split differently (every shard needs the "
-                "same suites/durations/ and pytest-split version), so others ran in none"
-            )
+        raise MergeError(f"shards {numbers} of {counts[0]} given: missing {missing}, given twice {twice}", 2)
+    if len({(shard.collected, shard.collection) for shard in shards}) > 1:
+        sizes = ", ".join(f"shard {shard.shard}: {shard.collected} tests" for shard in shards)
+        raise MergeError(f"the shards collected different trees ({sizes}): run every shard on the same commit")
+    runs = Counter(test for shard in shards for test in shard.tests)
+    twice = sorted(test for test, n in runs.items() if n > 1)
+    none = shards[0].collected - len(runs)
+    if twice or none:
+        raise MergeError(
+            f"{len(twice)} test(s) ran in two shards or more, {none} in none (first: {(twice or ['-'])[0]}): the "
+            "shards split differently; every shard needs the same suites/durations/ file and pytest-split version"
+        )
+
+
+def merge(folders: Sequence[Path], results: Path = RESULTS, costs: Path = COSTS) -> Merged:
+    """Check `folders` are every shard of one run, then copy their results into `results` and their cost records
+    into `costs` (both emptied first)."""
+    if not folders:
+        raise MergeError('no shard folders given: make report RESULTS="reports/shard-1 reports/shard-2 …"', 2)
+    shards = [read_marker(folder) for folder in folders]
+    check(shards)
+    for folder in folders:
+        if not any((folder / SHARD_RESULTS).glob("*-result.json")):
+            raise MergeError(f"no Allure results in {folder / SHARD_RESULTS}: were they copied back?", 2)
     outputs = (results.resolve(), costs.resolve())
-    for shard in shards:
-        if any(shard.resolve().is_relative_to(out) or out.is_relative_to(shard.resolve()) for out in outputs):
-            raise MergeError(f"{shard} overlaps the merged folders {results} and {costs}: merge from copies", 2)
+    for folder in folders:
+        if any(folder.resolve().is_relative_to(out) or out.is_relative_to(folder.resolve()) for out in outputs):
+            raise MergeError(f"{folder} overlaps the merged folders {results} and {costs}: merge from copies", 2)
     for out in outputs:
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
     records = 0
-    for shard in shards:
-        _copy(sorted((shard / SHARD_RESULTS).iterdir()), results)
-        records += _copy(sorted((shard / SHARD_COSTS).glob("*.json")) if (shard / SHARD_COSTS).is_dir() else [], costs)
-    return Merged(len(shards), sum(len(found) for found in tests.values()), records)
-
-
-def _marker(shard: Path) -> tuple[int, int]:
-    try:
-        marker = json.loads((shard / MARKER).read_text(encoding="utf-8"))
-        number, count = int(marker["shard"]), int(marker["shards"])
-    except (OSError, ValueError, KeyError, TypeError):
-        raise MergeError(
-            f"{shard / MARKER} is missing or unreadable: a shard's folder is what `make lab SHARDS=N SHARD=i` leaves "
-            "in reports/shard-<i>/",
-            2,
-        ) from None
-    return number, count
+    for folder in folders:
+        _copy(sorted((folder / SHARD_RESULTS).iterdir()), results)
+        found = sorted((folder / SHARD_COSTS).glob("*.json")) if (folder / SHARD_COSTS).is_dir() else []
+        records += _copy(found, costs)
+    return Merged(len(folders), sum(len(shard.tests) for shard in shards), records)
 
 
 def _copy(files: Sequence[Path], into: Path) -> int:

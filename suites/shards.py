@@ -3,17 +3,19 @@ check that they partition the run: each collected test in exactly one shard, non
 
 pytest-split does the splitting: every shard collects the whole tree, then keeps the tests its group gets from the
 durations file (a test with no recorded duration counts as the mean of those with one). Shards agree only if every
-machine collects the same tree and reads the same durations file with the same pytest-split; the check is what
-`suites/lab/test_shards.py` holds real shards and a real collection to.
+machine collects the same tree and reads the same durations file with the same pytest-split; `lab.merge` refuses
+shards that did not, and `suites/lab/test_shards.py` holds real shards and a real collection to the same check.
 
-This module is also the plugin of the child pytest the check runs (`-p suites.shards`). With `--shards-record PATH`
-it writes, after collection, the items the session kept: in a shard (`--splits N --group i`), that shard's tests.
-With `--shards-of 2,3,4` as well it writes the whole collection and, for each N, the N shards pytest-split's own
-plugin keeps from it when run as `--splits N --group i` (`split`): one collection instead of one per shard.
+This module is a pytest plugin (`-p suites.shards`). With `--shards-record PATH` it writes, once pytest-split has
+kept this shard's tests, the record `lab.merge` reads as a shard's `shard.json`: which shard of how many, the tests
+kept, and the size and digest of the whole collection (what was kept and what was deselected). `make lab SHARDS=N`
+loads it. With `--shards-of 2,3,4` as well it adds, for each N, the N shards pytest-split's own plugin keeps of this
+session's tests when run as `--splits N --group i` (`split`): one collection instead of one per shard.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -22,10 +24,17 @@ from pathlib import Path
 import pytest
 from pytest_split.plugin import PytestSplitPlugin
 
+DESELECTED = pytest.StashKey[list[str]]()
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--shards-record", default=None, help="write the collected test ids (JSON) to this path")
+    parser.addoption("--shards-record", default=None, help="write this shard's record (JSON, lab.merge) to this path")
     parser.addoption("--shards-of", default="", help="also record the shards of the collection for these N (2,3,4)")
+
+
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    if items:
+        items[0].config.stash.setdefault(DESELECTED, []).extend(item.nodeid for item in items)
 
 
 def split(config: pytest.Config, items: Sequence[pytest.Item], shards: int, shard: int) -> list[str]:
@@ -39,13 +48,21 @@ def split(config: pytest.Config, items: Sequence[pytest.Item], shards: int, shar
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
-    path = session.config.getoption("--shards-record", None)
+    config = session.config
+    path = config.getoption("--shards-record", None)
     if not path:
         return
-    record: dict[str, object] = {"collected": [item.nodeid for item in session.items]}
-    counts = [int(n) for n in session.config.getoption("--shards-of").split(",") if n.strip()]
-    if counts:
-        record["shards"] = {n: [split(session.config, session.items, n, i) for i in range(1, n + 1)] for n in counts}
+    kept = [item.nodeid for item in session.items]
+    whole = sorted([*kept, *config.stash.get(DESELECTED, [])])
+    record: dict[str, object] = {
+        "shard": config.getoption("group") or 1,
+        "shards": config.getoption("splits") or 1,
+        "collected": len(whole),
+        "collection": hashlib.sha256("\n".join(whole).encode()).hexdigest(),
+        "tests": kept,
+    }
+    if counts := [int(n) for n in config.getoption("--shards-of").split(",") if n.strip()]:
+        record["split"] = {n: [split(config, session.items, n, i) for i in range(1, n + 1)] for n in counts}
     Path(path).write_text(json.dumps(record), encoding="utf-8")
 
 

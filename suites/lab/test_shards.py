@@ -30,8 +30,11 @@ pytestmark = [pytest.mark.req("lab:shards"), pytest.mark.starts_early]
 ROOT = Path(__file__).resolve().parents[2]
 DURATIONS = ROOT / "suites" / "durations"
 MAKEFILE = ROOT / "Makefile"
-SPLIT = "--splits $(SHARDS) --group $(SHARD) --durations-path suites/durations/$(1).json"
-"""The Makefile's shard options (its `split` function); the runs here pass the same ones."""
+MAKEFILE_SHARDING = (
+    "--splits $(SHARDS) --group $(SHARD) --durations-path suites/durations/$(1).json",
+    "-p suites.shards --shards-record $(SHARD_DIR)/shard.json",
+)
+"""The Makefile's shard options (its `split` function) and a lab shard's record; the runs here pass the same."""
 COLLECT_TIMEOUT = 300.0
 RUN_TIMEOUT = 120.0
 
@@ -86,12 +89,12 @@ def test_for_two_three_and_four_shards_every_collected_test_is_in_exactly_one_sh
     options = ["--shards-record", str(out), "--shards-of", "2,3,4", "--durations-path", str(durations)]
     pytest_child(["suites", "--collect-only", *options], child_env(**{SUITE_BACKENDS: "all"}), COLLECT_TIMEOUT)
     record = json.loads(out.read_text(encoding="utf-8"))
-    collected: list[str] = record["collected"]
+    collected: list[str] = record["tests"]
     unrecorded = [test for test in collected if test not in json.loads(durations.read_text(encoding="utf-8"))]
     assert len(unrecorded) >= len(collected) // 20, "the check needs tests without a recorded duration"
     kept = {test: committed[test] for test in collected if test in committed and test not in dropped}
     mean = sum(kept.values()) / len(kept)
-    for n, shards in record["shards"].items():
+    for n, shards in record["split"].items():
         assert len(shards) == int(n)
         assert partition_problems(collected, shards) == []
         assert all(shards), f"{n} shards: one is empty"
@@ -112,15 +115,14 @@ class Run:
 
 def run_subset(folder: Path, shard: int | None = None, durations: Path | None = None) -> Run:
     """The subset, whole or (`shard`) one of its two shards split by `durations`, into `folder` as `make lab` writes
-    a shard's folder (its `shard.json` too)."""
-    record = folder / "collected.json"
-    args = [*SUBSET, "--alluredir", str(folder / merge.SHARD_RESULTS), "--shards-record", str(record)]
+    a shard's folder."""
+    marker = folder / merge.MARKER
+    folder.mkdir(parents=True)
+    args = [*SUBSET, "--alluredir", str(folder / merge.SHARD_RESULTS), "--shards-record", str(marker)]
     if shard is not None:
         args += ["--splits", "2", "--group", str(shard), "--durations-path", str(durations)]
-        folder.mkdir(parents=True)
-        (folder / merge.MARKER).write_text(json.dumps({"shard": shard, "shards": 2}), encoding="utf-8")
     pytest_child(args, child_env(LAB_COSTS_DIR=str(folder / merge.SHARD_COSTS)), RUN_TIMEOUT)
-    return Run(folder, json.loads(record.read_text(encoding="utf-8"))["collected"])
+    return Run(folder, list(merge.read_marker(folder).tests))
 
 
 @dataclass(frozen=True)
@@ -182,7 +184,8 @@ def merged(shards: Sequence[Run], into: Path) -> Path:
 def test_two_real_shards_merged_are_the_unsharded_runs_tests_statuses_and_cost_summary(
     runs: Runs, tmp_path: Path
 ) -> None:
-    assert SPLIT in MAKEFILE.read_text(encoding="utf-8"), "the Makefile no longer shards as these runs do"
+    makefile = MAKEFILE.read_text(encoding="utf-8")
+    assert all(options in makefile for options in MAKEFILE_SHARDING), "the Makefile no longer shards as these runs do"
     whole, shards = runs.whole, runs.shards
     assert partition_problems(whole.tests, [shard.tests for shard in shards]) == []
     assert all(shard.tests for shard in shards), "a shard of the subset is empty: the check would prove little"
@@ -212,7 +215,7 @@ def test_shards_that_read_different_durations_are_caught_running_a_test_twice_an
     problems = partition_problems(runs.whole.tests, [first.tests, stale.tests])
     assert problems
     assert {problem.rsplit(": ", 1)[1] for problem in problems} == {"in 2 shards"}
-    with pytest.raises(merge.MergeError, match=r"test\(s\) ran in both .* the shards split differently"):
+    with pytest.raises(merge.MergeError, match=r"\d+ test\(s\) ran in two shards or more, 0 in none .* differently"):
         merged([first, stale], tmp_path / "merged")
 
 
@@ -247,11 +250,27 @@ def test_the_merge_refuses_in_one_line_a_folder_that_is_no_shard_and_a_cost_reco
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert f"{stray / merge.MARKER} is missing or unreadable" in err
-    (stray / merge.MARKER).write_text('{"shard": 2, "shards": 2}', encoding="utf-8")
+    shutil.copy(runs.shards[1].folder / merge.MARKER, stray)  # a shard's record, its results left behind
     assert merge.main([str(first.folder), str(stray)]) == 2
     assert f"no Allure results in {stray / merge.SHARD_RESULTS}" in capsys.readouterr().err
     assert merge.main([]) == 2
     assert 'make report RESULTS="reports/shard-1' in capsys.readouterr().err
+
+    def with_record(name: str, **change: object) -> Path:
+        """The second shard's folder with its record changed."""
+        folder = tmp_path / name
+        shutil.copytree(runs.shards[1].folder, folder, symlinks=True)
+        record = json.loads((folder / merge.MARKER).read_text(encoding="utf-8")) | change
+        (folder / merge.MARKER).write_text(json.dumps(record), encoding="utf-8")
+        return folder
+
+    other_tree = with_record("other-tree", collected=len(runs.whole.tests) + 1)
+    assert merge.main([str(first.folder), str(other_tree)]) == 1
+    n = len(runs.whole.tests)
+    assert f"collected different trees (shard 1: {n} tests, shard 2: {n + 1} tests)" in capsys.readouterr().err
+    one_short = with_record("one-short", tests=runs.shards[1].tests[1:])
+    assert merge.main([str(first.folder), str(one_short)]) == 1
+    assert "0 test(s) ran in two shards or more, 1 in none" in capsys.readouterr().err
 
     doctored = []
     for shard in (1, 2):
