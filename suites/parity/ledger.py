@@ -1069,6 +1069,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "make test collects release-proof and backend contract tests on every backend and the others on the default "
         "one; make lab collects every test on every backend",
     ),
+    _req(
+        "lab:shards",
+        "sharded-acceptance-runs",
+        "the shards of a sharded run hold every collected test exactly once, a test with no recorded duration "
+        "included, and their merged results and cost summary are the unsharded run's",
+    ),
     _req("lab:ledger", "instruments", "one real write is one ledger row, read once, per test"),
     _req("lab:scenarios", "instruments", "every scenario's routes, writes and attacker endpoint behave as declared"),
     _req("lab:tap", "instruments", "the CDP tap counts exactly what reached each target"),
