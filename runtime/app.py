@@ -15,7 +15,7 @@ from runtime.mcp.server import ComputerUseServer, build_server
 from runtime.models import Page
 from runtime.probe import read_preview
 from runtime.registry.registry import PageRegistry
-from runtime.service import BackendFactory, ComputerUseService, Settings
+from runtime.service import BackendFactory, ComputerUseService, Parts, Settings
 from runtime.sessions import GatewayFactory
 
 BACKENDS_GROUP = "computer_use.backends"
@@ -54,14 +54,16 @@ class Runtime:
         store: ContextStore | None = None,
         gateway_factory: GatewayFactory = ScopedGateway,
         service_type: type[ComputerUseService] = ComputerUseService,
+        parts: Parts | None = None,
     ) -> Runtime:
         """Connect to a browser's CDP endpoint (`http://host:port`) and assemble the runtime around it.
 
         `store` is the hosts' shared context store: pass one to set the token lifetime (or the clock) it mints
         and verifies with; by default tokens live `runtime.capability.token.TOKEN_LIFETIME` seconds.
         `gateway_factory` makes each session's scoped gateway (the lab injects one that puts a tap in front);
-        `service_type` is the service class (a subclass may change how a call is served: the suites' negative
-        controls assemble deliberately broken runtimes this way, from outside the runtime).
+        `parts` are the service's replaceable parts (`runtime.service.Parts`: the suites assemble deliberately
+        broken runtimes from them, from outside the runtime); `service_type` is the service class (a
+        subclass may wrap how a call is served, through its public `handle` or `dispatch`).
         """
         cdp = await CDPConnection.connect(cdp_endpoint)
         registry = PageRegistry(cdp)
@@ -79,6 +81,7 @@ class Runtime:
             backends if backends is not None else default_backends(),
             settings,
             gateway_factory,
+            parts,
         )
         return cls(cdp, registry, Host(registry, store, preview), service, build_server(service))
 

@@ -35,3 +35,13 @@ HINTS: dict[ReasonCode, str] = {
     ReasonCode.cancelled: "The action was cancelled and may have partly happened. Observe and verify before retrying.",
     ReasonCode.verification_failed: "The assertion does not hold on the live Page. Observe to see what is there.",
 }
+
+
+class Refusal(Exception):
+    """A call the runtime answers with a reason code; nothing further is done. `hint`: what would work instead, when
+    the code's own hint (`runtime.reasons.HINTS`) would mislead."""
+
+    def __init__(self, code: ReasonCode, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.hint = hint

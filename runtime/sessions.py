@@ -16,7 +16,7 @@ Lifecycle of a session:
   context store tells `owner_ended` and its sessions close at once.
 - `open(page, turn, host)`: a live session of the same Page, owner and backend setting is reused. Otherwise a new one
   is started, and at most one session per Page and backend is live: the previous one is closed first
-  (`_replace`); if a call runs on it, the new one waits for that call to end (bounded by `lease_timeout`, the
+  (`replace_previous`); if a call runs on it, the new one waits for that call to end (bounded by `lease_timeout`, the
   bound a write already waits for the Page) and is refused with `timeout` past it, never closing a session under
   a call. Past `max_sessions` live, the least recently used idle session is closed too.
 - `acquire(id, context)` / `release(session)` bracket every call on a session (`busy`): a session invalidated
@@ -43,11 +43,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime.backend import Backend, BackendConfig, BackendError, Failure
+from runtime.capability.authorization import require_authorized
 from runtime.cdp import CDPConnection, CDPError
 from runtime.gateway import GatewayEvent, ScopedGateway
 from runtime.models import Page
 from runtime.probe import PageProbe
-from runtime.reasons import ReasonCode
+from runtime.reasons import ReasonCode, Refusal
 from runtime.registry.registry import PageRegistry
 from runtime.session import ComputerSession
 
@@ -87,16 +88,6 @@ class Tombstone:
     code: ReasonCode
     message: str
     hint: str | None
-
-
-class Refusal(Exception):
-    """A call the runtime answers with a reason code; nothing further is done. `hint`: what would work instead, when
-    the code's own hint (`runtime.reasons.HINTS`) would mislead."""
-
-    def __init__(self, code: ReasonCode, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.hint = hint
 
 
 class SessionManager:
@@ -141,11 +132,11 @@ class SessionManager:
                     and session.invalid is None
                 ):
                     return session
-            await self._replace(page, backend_name)
+            await self.replace_previous(page, backend_name)
             await self._make_room()
             return await self.start(page, turn, backend_name, host)
 
-    async def _replace(self, page: Page, backend_name: str) -> None:
+    async def replace_previous(self, page: Page, backend_name: str) -> None:
         """Close the Page's live sessions of this backend (another owner's: its own would have been reused). One a
         call runs on is waited for, at most `lease_timeout`; then the new session is refused, never the call."""
         deadline = asyncio.get_running_loop().time() + self.settings.lease_timeout
@@ -272,8 +263,7 @@ class SessionManager:
         if session is None and ended is None:
             raise Refusal(ReasonCode.invalid_arguments, f"no ComputerSession {session_id!r}; observe a Page first")
         handle = session.page.registry_page_id if session is not None else ended.handle  # type: ignore[union-attr]
-        if handle not in context.revisions:
-            raise Refusal(ReasonCode.invalid_capability, "this session's Page is not authorized for this request")
+        require_authorized(handle, context)
         self.check_owner(session.owner if session is not None else ended.owner, context)  # type: ignore[union-attr]
         if session is None:
             raise Refusal(ended.code, ended.message, ended.hint)  # type: ignore[union-attr]

@@ -107,7 +107,7 @@ async def runtime(tap: CDPTap, backend: str, request: pytest.FixtureRequest) -> 
         await tap.endpoint("runtime"),
         backends={**default_backends(), **broken.backends} if broken.backends else None,
         settings=Settings(backend=backend),
-        service_type=broken.service_type,
+        parts=broken.parts,
         gateway_factory=broken.gateway_factory,
     )
     if broken.server_change is not None:

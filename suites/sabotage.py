@@ -3,7 +3,9 @@
 A release proof must be able to fail: each of its negative controls runs the same check against a runtime that
 does exactly what the proof forbids. The runtime holds no switch for that (`runtime/` and `backends/` contain no
 test-only code, `suites/unit/test_dependencies.py` checks it); the broken part is built here and handed to the
-runtime through the seams it already has: the service class, the gateway factory, the MCP server's tool table.
+runtime through its named seams: the service's `Parts` (`runtime/service.py`: a verifier, a session manager, a
+command with one public seam overridden, a pointer, a hover wait, a focus check), the gateway factory, the MCP
+server's tool table, a backend factory. None overrides a private method of the runtime (`suites/lab/test_seams.py`).
 
 `@pytest.mark.sabotage("name")` on a test picks one of `SABOTAGE` for its `runtime` fixture (`suites/conftest.py`).
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
 
@@ -23,128 +25,123 @@ from backends.open_claude_chrome.adapter import OpenClaudeChromeBackend
 from backends.open_claude_chrome.contract import ToolContract
 from backends.open_claude_chrome.refs import Identity, Mode
 from backends.playwright_mcp.adapter import PlaywrightMCPBackend
+from runtime.arguments import ComputerUseArgs
 from runtime.backend import BackendError, Element, Failure
-from runtime.capability.host import PageContext
-from runtime.commands.base import Outcome
+from runtime.capability.host import ContextStore, PageContext
+from runtime.capability.verifier import CapabilityVerifier
+from runtime.commands.act import Act
+from runtime.commands.base import Answer
+from runtime.commands.observe import Observe
+from runtime.commands.verify import Verify
 from runtime.commit import Reading, aim
 from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.mcp.server import ComputerUseServer
-from runtime.models import Action, Assertion, Page
+from runtime.models import Action, Page
 from runtime.pointer import Pointed, Rest, rest_on
 from runtime.probe import FrameContext, PageProbe
-from runtime.reasons import ReasonCode
+from runtime.reasons import ReasonCode, Refusal
+from runtime.registry.registry import PageRegistry
 from runtime.scope import Scope
-from runtime.service import ComputerUseService
+from runtime.service import Parts
 from runtime.session import ComputerSession, Frame
-from runtime.sessions import BackendFactory, Refusal, SessionManager
+from runtime.sessions import BackendFactory, SessionManager
 
 
-class TrustingVerifier:
-    """Checks no token: every call gets the (only) host's current Page Context."""
+class TrustingVerifier(CapabilityVerifier):
+    """Checks no token: every call gets the (only) host's current Page Context (the isolation proof's token
+    control)."""
 
-    def __init__(self, service: ComputerUseService) -> None:
-        self.service = service
+    def __init__(self, store: ContextStore, registry: PageRegistry) -> None:
+        super().__init__(store, registry)
+        self.store = store
 
     def verify(self, meta: Mapping[str, Any] | None, connection: object) -> PageContext:
-        return next(iter(self.service.store.contexts.values()))
+        return next(iter(self.store.contexts.values()))
 
 
-class SkipCapability(ComputerUseService):
-    """Serves calls without a valid capability token (the isolation proof's token control)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.verifier = TrustingVerifier(self)  # type: ignore[assignment]
-
-
-class ScreenshotAlways(ComputerUseService):
+class ScreenshotAlways(Observe):
     """Takes a screenshot on every observation, whatever the detail asked for (the zero-screenshot control)."""
 
-    async def _observe_session(
+    async def frame(
         self,
         session: ComputerSession,
         detail: str,
         context: PageContext,
         since: Frame | None = None,
         scope: Scope | None = None,
-    ) -> Outcome:
-        return await super()._observe_session(session, "visual", context, since, scope)
+    ) -> Answer:
+        return await super().frame(session, "visual", context, since, scope)
 
 
-class NoPolicy(ComputerUseService):
+class NoPolicy(Act):
     """Sends every write without the runtime's policy read (no `needs_user` for login, CAPTCHA, payment...)."""
 
-    async def _check_policy(self, *args: Any) -> Reading:
+    async def check_policy(self, *args: Any) -> Reading:
         return Reading()
 
 
-class PolicyWithoutSubmit(ComputerUseService):
+class PolicyWithoutSubmit(Act):
     """Reads the policy of a `type` with `submit` as a plain `type` (the field alone, not the form Enter submits)."""
 
-    async def _check_policy(
+    async def check_policy(
         self, session: ComputerSession, action: Action, element: Element | None, context: PageContext
     ) -> Reading:
-        return await super()._check_policy(session, action.model_copy(update={"submit": False}), element, context)
+        return await super().check_policy(session, action.model_copy(update={"submit": False}), element, context)
 
 
-class EnterWithoutFocusCheck(ComputerUseService):
-    """Presses the Enter of a `type` with `submit` without checking that the field typed into still has the focus."""
+async def focus_always_held(probe: PageProbe, reading: Reading) -> bool:
+    """Says the field typed into still has the focus without looking: the runtime's Enter of a `type` with `submit`
+    goes wherever the focus is."""
+    return True
 
-    async def _holds_focus(self, session: ComputerSession, reading: Reading) -> bool:
-        return True
 
-
-class SubmitTwice(ComputerUseService):
+class SubmitTwice(Act):
     """Sends the submit of a `type` with `submit` twice: the backend's one call that types and submits, or the
     runtime's own Enter (a second Enter is a second submit)."""
 
-    async def _send(self, session: ComputerSession, action: Action, element: Element | None) -> None:
-        await super()._send(session, action, element)
+    async def send(self, session: ComputerSession, action: Action, element: Element | None) -> None:
+        await super().send(session, action, element)
         if (action.type == "type" and action.submit) or (action.type == "press" and action.key == "Enter"):
-            await super()._send(session, action, element)
+            await super().send(session, action, element)
 
 
-class HoverUnanswered(ComputerUseService):
+async def hover_unanswered(probe: PageProbe) -> None:
     """Reads a hover's answer as soon as the backend's hover returns, before the Page has answered it (the hover
     control: a control that grows into view is not in the act's answer)."""
-
-    async def _hovered(self, *args: Any) -> None:
-        return None
+    return None
 
 
-class JudgeBeforePointer(ComputerUseService):
+async def pointer_never_moves(
+    probe: PageProbe, frames: list[FrameContext], action: Action, element: Element | None
+) -> Pointed:
     """Judges a click on what is under its point before the pointer has moved there (the pointer-truth control):
     the backend's own move then reveals or renames the control it presses."""
-
-    async def _point(self, *args: Any) -> Pointed:
-        return Pointed(Rest.there)
+    return Pointed(Rest.there)
 
 
-class AnswerUnawaited(ComputerUseService):
+async def answer_unawaited(
+    probe: PageProbe, frames: list[FrameContext], action: Action, element: Element | None
+) -> Pointed:
     """Reads what is under a click's pointer as soon as the move is delivered, before the Page has answered it (the
     pointer-truth control for a Page that answers a frame later, as a transition library does)."""
-
-    async def _point(
-        self, session: ComputerSession, action: Action, element: Element | None, frames: list[FrameContext]
-    ) -> Pointed:
-        return await rest_on(session.probe, frames, action, element, answer=aim)
+    return await rest_on(probe, frames, action, element, answer=aim)
 
 
-class BringToFront(ComputerUseService):
+class BringToFront(Act):
     """Raises the Page's window before each action (the no-focus proof's control)."""
 
-    async def _send(self, session: ComputerSession, action: Action, element: Element | None) -> None:
+    async def send(self, session: ComputerSession, action: Action, element: Element | None) -> None:
         await session.probe._send("Page.bringToFront")  # the probe's own session on the Page
-        await super()._send(session, action, element)
+        await super().send(session, action, element)
 
 
-class AnswerDialogs(ComputerUseService):
+class AnswerDialogs(Act):
     """Accepts a dialog the action opened and carries on, instead of handing the Page to the user."""
 
-    async def _after_act(self, session: ComputerSession, context: PageContext, frame: Frame, blocked: bool) -> Outcome:
+    async def after(self, session: ComputerSession, context: PageContext, frame: Frame, blocked: bool) -> Answer:
         try:
-            return await super()._after_act(session, context, frame, blocked)
+            return await super().after(session, context, frame, blocked)
         except Refusal as refusal:
             if refusal.code is not ReasonCode.needs_user:
                 raise
@@ -152,22 +149,22 @@ class AnswerDialogs(ComputerUseService):
         probe.dialog = None
         probe.dialog_open.clear()
         await probe._send("Page.handleJavaScriptDialog", {"accept": True})
-        return await self._observe_session(session, "interactive", context)
+        return await self.observe.frame(session, "interactive", context)
 
 
-class SwitchBackendOnFailure(ComputerUseService):
+class SwitchBackendOnFailure(Act):
     """On a failed or timed-out act, starts the backend the setting names now, finds the same element there and
     sends the action again (a second click, a second submit): exactly what the backend freeze forbids."""
 
-    async def _send(self, session: ComputerSession, action: Action, element: Element | None) -> None:
+    async def send(self, session: ComputerSession, action: Action, element: Element | None) -> None:
         try:
-            await super()._send(session, action, element)
+            await super().send(session, action, element)
         except (TimeoutError, BackendError):
             with contextlib.suppress(Exception):
-                await self._retry_elsewhere(session, action, element)
+                await self.retry_elsewhere(session, action, element)
             raise
 
-    async def _retry_elsewhere(self, session: ComputerSession, action: Action, element: Element | None) -> None:
+    async def retry_elsewhere(self, session: ComputerSession, action: Action, element: Element | None) -> None:
         fallback = await self.sessions.start(session.page, session.turn, self.settings.backend)
         snapshot = await asyncio.wait_for(fallback.backend.snapshot(), self.settings.observe_timeout)
         again = None
@@ -187,12 +184,12 @@ class LightDomProbe(PageProbe):
         return "\n".join(part or "" for part in parts)[:limit]
 
 
-class LightDomVerify(ComputerUseService):
+class LightDomVerify(Verify):
     """Checks `text_present` / `text_absent` against the light DOM's text only (the shadow DOM parity control)."""
 
-    async def _verify(self, session: ComputerSession, assertion: Assertion) -> Outcome:
+    async def run(self, session: ComputerSession, args: ComputerUseArgs, context: PageContext) -> Answer:
         session.probe.__class__ = LightDomProbe  # the session's own probe, its text read replaced
-        return await super()._verify(session, assertion)
+        return await super().run(session, args, context)
 
 
 class UnscopedGateway(ScopedGateway):
@@ -318,7 +315,7 @@ class KeepsOldSessions(SessionManager):
     def owner_ended(self, host: str, turn: str | None) -> None:
         return None
 
-    async def _replace(self, page: Page, backend_name: str) -> None:
+    async def replace_previous(self, page: Page, backend_name: str) -> None:
         return None
 
 
@@ -340,21 +337,16 @@ class SharedSessions(SessionManager):
 class ReplacesBusySessions(SessionManager):
     """Closes the Page's previous session when a new one opens even while a call runs on it (the busy control)."""
 
-    async def _replace(self, page: Page, backend_name: str) -> None:
+    async def replace_previous(self, page: Page, backend_name: str) -> None:
         for session in [s for s in self.live.values() if s.page is page and s.backend_name == backend_name]:
             self.invalidate(session, ReasonCode.stale_observation, "replaced")
 
 
-def with_sessions(manager: type[SessionManager]) -> type[ComputerUseService]:
-    """The real service with `manager` for its session manager (`ComputerUseService.session_manager_class`)."""
-    return type(f"ServiceWith{manager.__name__}", (ComputerUseService,), {"session_manager_class": manager})
-
-
 @dataclass(frozen=True)
 class Sabotage:
-    """How one broken runtime is assembled: its service class, its gateway, and a change to its MCP server."""
+    """How one broken runtime is assembled: its service's parts, its gateway, and a change to its MCP server."""
 
-    service_type: type[ComputerUseService] = ComputerUseService
+    parts: Parts = field(default_factory=Parts)
     gateway_factory: type[ScopedGateway] = ScopedGateway
     server_change: Callable[[ComputerUseServer], None] | None = None
     backends: Mapping[str, BackendFactory] | None = None
@@ -362,27 +354,27 @@ class Sabotage:
 
 
 SABOTAGE: dict[str, Sabotage] = {
-    "skip_capability": Sabotage(service_type=SkipCapability),
-    "screenshot_always": Sabotage(service_type=ScreenshotAlways),
-    "no_policy": Sabotage(service_type=NoPolicy),
-    "policy_without_submit": Sabotage(service_type=PolicyWithoutSubmit),
-    "enter_without_focus_check": Sabotage(service_type=EnterWithoutFocusCheck),
-    "submit_twice": Sabotage(service_type=SubmitTwice),
-    "judge_before_pointer": Sabotage(service_type=JudgeBeforePointer),
-    "hover_unanswered": Sabotage(service_type=HoverUnanswered),
-    "answer_unawaited": Sabotage(service_type=AnswerUnawaited),
-    "bring_to_front": Sabotage(service_type=BringToFront),
-    "answer_dialogs": Sabotage(service_type=AnswerDialogs),
-    "switch_backend_on_failure": Sabotage(service_type=SwitchBackendOnFailure),
-    "light_dom_verify": Sabotage(service_type=LightDomVerify),
+    "skip_capability": Sabotage(Parts(verifier=TrustingVerifier)),
+    "screenshot_always": Sabotage(Parts(observe=ScreenshotAlways)),
+    "no_policy": Sabotage(Parts(act=NoPolicy)),
+    "policy_without_submit": Sabotage(Parts(act=PolicyWithoutSubmit)),
+    "enter_without_focus_check": Sabotage(Parts(holds_focus=focus_always_held)),
+    "submit_twice": Sabotage(Parts(act=SubmitTwice)),
+    "judge_before_pointer": Sabotage(Parts(pointer=pointer_never_moves)),
+    "hover_unanswered": Sabotage(Parts(hovered=hover_unanswered)),
+    "answer_unawaited": Sabotage(Parts(pointer=answer_unawaited)),
+    "bring_to_front": Sabotage(Parts(act=BringToFront)),
+    "answer_dialogs": Sabotage(Parts(act=AnswerDialogs)),
+    "switch_backend_on_failure": Sabotage(Parts(act=SwitchBackendOnFailure)),
+    "light_dom_verify": Sabotage(Parts(verify=LightDomVerify)),
     "gateway_unscoped": Sabotage(gateway_factory=UnscopedGateway),
     "expose_upstream_tools": Sabotage(server_change=expose_upstream_tool),
     "light_dom_ref_check": Sabotage(backends={"open_claude_chrome": LightDomRefBackend}),
     "gateway_on_argv": Sabotage(
         backends={"playwright_mcp": PlaywrightGatewayOnArgv, "chrome_devtools_mcp": DevToolsGatewayOnArgv}
     ),
-    "keep_old_sessions": Sabotage(service_type=with_sessions(KeepsOldSessions)),
-    "sessions_outlive_grants": Sabotage(service_type=with_sessions(OutlivesItsGrant)),
-    "shared_sessions": Sabotage(service_type=with_sessions(SharedSessions)),
-    "replace_busy_sessions": Sabotage(service_type=with_sessions(ReplacesBusySessions)),
+    "keep_old_sessions": Sabotage(Parts(sessions=KeepsOldSessions)),
+    "sessions_outlive_grants": Sabotage(Parts(sessions=OutlivesItsGrant)),
+    "shared_sessions": Sabotage(Parts(sessions=SharedSessions)),
+    "replace_busy_sessions": Sabotage(Parts(sessions=ReplacesBusySessions)),
 }

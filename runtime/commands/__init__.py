@@ -1,2 +1,3 @@
-"""The four commands' rules, one module each (`list_pages` needs none: it is the Page Context itself); the service
-(`runtime/service.py`) checks the capability, resolves the session and dispatches to them."""
+"""The three commands on a session, one object each (`Observe`, `Act`, `Verify`; `list_pages` needs none: it is the
+Page Context itself), and what they share (`base.py`). The service (`runtime/service.py`) makes them from its
+`Parts`, checks the capability, resolves the session and dispatches to them."""

@@ -8,26 +8,39 @@ refuses before sending anything, because it cannot express it (`Failure.unsuppor
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from runtime.arguments import ComputerUseArgs
 from runtime.backend import Backend, BackendError, Element, Failure
 from runtime.capability.approval import Binding
-from runtime.capability.host import PageContext
-from runtime.commands.base import Outcome, call_approval
-from runtime.commands.observe import Observing
+from runtime.capability.host import ContextStore, PageContext
+from runtime.commands.base import READ, SEND, Answer, Reach, call_approval
+from runtime.commands.observe import Observe
 from runtime.commit import Reading, holds_focus, read_commit
 from runtime.failures import DIALOG_OPEN
 from runtime.models import Action
 from runtime.phases import mark
 from runtime.pointer import Pointed, Rest, hovered, rest_on
 from runtime.policy import Handover, needs_user
-from runtime.probe import DialogOpen, FrameContext
+from runtime.probe import DialogOpen, FrameContext, PageProbe
 from runtime.reasons import ReasonCode
 from runtime.session import ComputerSession, Frame
 from runtime.sessions import Refusal
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+Pointer = Callable[[PageProbe, list[FrameContext], Action, Element | None], Awaitable[Pointed]]
+"""Puts a click's pointer where it will press and says what is under it once the Page has answered
+(`runtime.pointer.rest_on`)."""
+Hovered = Callable[[PageProbe], Awaitable[None]]
+"""Waits until the Page has answered a hover (`runtime.pointer.hovered`)."""
+FocusCheck = Callable[[PageProbe, Reading], Awaitable[bool]]
+"""Whether Enter, pressed now, goes to an element the policy read found (`runtime.commit.holds_focus`)."""
 
 ENTER = Action(type="press", key="Enter")
 TYPED = "the text was typed, but Enter was not pressed"
@@ -46,8 +59,33 @@ def types_and_submits(backend: Backend) -> bool:
     return bool(getattr(backend, "types_and_submits", False))
 
 
-class Acting(Observing):
-    async def _act(self, session: ComputerSession, args: ComputerUseArgs, context: PageContext) -> Outcome:
+class Act:
+    """`act`. Its seams, what a broken variant may replace: the pointer, the hover wait and the focus check
+    (functions, `Parts.pointer`, `Parts.hovered`, `Parts.holds_focus`), and, in a subclass passed as `Parts.act`,
+    `check_policy` (the runtime's read before a write), `recheck` (the checks under the write lease), `send` (the
+    one way an action reaches the backend) and `after` (what the act answers)."""
+
+    def __init__(
+        self,
+        reach: Reach,
+        observe: Observe,
+        store: ContextStore,
+        *,
+        pointer: Pointer = rest_on,
+        hovered: Hovered = hovered,
+        holds_focus: FocusCheck = holds_focus,
+    ) -> None:
+        self.reach = reach
+        self.observe = observe
+        self.store = store
+        self.registry = reach.registry
+        self.sessions = reach.sessions
+        self.settings = reach.settings
+        self.pointer = pointer
+        self.hovered = hovered
+        self.holds_focus = holds_focus
+
+    async def run(self, session: ComputerSession, args: ComputerUseArgs, context: PageContext) -> Answer:
         action: Action = args.action  # type: ignore[assignment]
         frame = self._latest(session, args.frame_id)
         if action.is_point and frame.point_request != (context.turn, context.sequence):
@@ -69,45 +107,42 @@ class Acting(Observing):
             raise Refusal(ReasonCode.timeout, "another session is writing to this Page") from None
         sent = blocked = False
         try:
-            self._recheck(session, args.frame_id)
-            reading = await self._check_policy(session, action, element, context)
-            mark("policy")
-            session.latest = None  # the frame is spent: whatever happens next, observe before acting again
-            sent = True
-            if action.type == "type" and action.submit and not types_and_submits(session.backend):
-                await self._type_then_enter(session, action, element, reading)
-            else:
-                await self._send(session, action, element)
-            if action.type == "scroll" and element is not None:  # a hover: its answer is in the act's answer
-                await self._read(session, self._hovered(session))
-            mark("backend_act")
-        except DialogOpen:
-            blocked = True  # the action reached the Page, and the Page now waits for the user
-        except TimeoutError:
-            raise Refusal(
-                ReasonCode.timeout, "the action did not finish in time; it may have partly happened"
-            ) from None
-        except BackendError as exc:
-            if exc.kind is Failure.unsupported:  # refused before anything was sent: the frame still holds
-                session.latest, sent = frame, False
-            raise await self._backend_refusal(session, exc) from None
+            async with self.reach.refusing(session, SEND):
+                try:
+                    self.recheck(session, args.frame_id)
+                    reading = await self.check_policy(session, action, element, context)
+                    mark("policy")
+                    session.latest = None  # the frame is spent: whatever happens next, observe before acting again
+                    sent = True
+                    if action.type == "type" and action.submit and not types_and_submits(session.backend):
+                        await self._type_then_enter(session, action, element, reading)
+                    else:
+                        await self.send(session, action, element)
+                    if action.type == "scroll" and element is not None:  # a hover: its answer is in the act's answer
+                        await self._read(session, self.hovered(session.probe))
+                    mark("backend_act")
+                except DialogOpen:
+                    blocked = True  # the action reached the Page, and the Page now waits for the user
+                except BackendError as exc:
+                    if exc.kind is Failure.unsupported:  # refused before anything was sent: the frame still holds
+                        session.latest, sent = frame, False
+                    raise
         finally:
             if sent:  # other sessions' frames of this Page, even those taken during the write, are stale now
                 self.sessions.spend_frames_of_others(session)
             lease.release()
         try:
-            outcome = await self._after_act(session, context, frame, blocked)
+            answer = await self.after(session, context, frame, blocked)
         except Refusal as refusal:
             message = f"the action was sent, but re-observing failed: {refusal}"
             raise Refusal(refusal.code, message, refusal.hint) from None
-        told = "what changed" if outcome.changes_only else "the new frame"
-        outcome.result.message = f"{action.type} done; the observation is {told}."
-        outcome.result.page = None  # the agent knows the Page; a changed url or title is in the observation
-        return outcome
+        told = "what changed" if answer.changes_only else "the new frame"
+        # The agent knows the Page; a changed url or title is in the observation.
+        return dataclasses.replace(answer, message=f"{action.type} done; the observation is {told}.", page=None)
 
-    async def _send(self, session: ComputerSession, action: Action, element: Element | None) -> None:
+    async def send(self, session: ComputerSession, action: Action, element: Element | None) -> None:
         """The one place an action goes to the backend: once, on the session's own backend, bounded."""
-        await self._until_stopped(session, session.backend.act(action, element), self.settings.act_timeout)
+        await self.reach.until_stopped(session, session.backend.act(action, element), self.settings.act_timeout)
 
     async def _type_then_enter(
         self, session: ComputerSession, action: Action, element: Element | None, reading: Reading
@@ -117,31 +152,27 @@ class Acting(Observing):
         on the focused element, so Enter is pressed only while the focus is on an element that read found (the
         field typed into): a Page that moved the focus while the text went in would have Enter commit something
         else. If typing fails, nothing is pressed; a failure after it says the text was typed."""
-        await self._send(session, action.model_copy(update={"submit": False}), element)
+        await self.send(session, action.model_copy(update={"submit": False}), element)
         try:
-            held = await self._read(session, self._holds_focus(session, reading))
+            held = await self._read(session, self.holds_focus(session.probe, reading))
         except Refusal as refusal:
             raise Refusal(refusal.code, f"{TYPED}: {refusal}") from None
         if not held:
             raise Refusal(ReasonCode.stale_observation, FOCUS_MOVED, FOCUS_MOVED_HINT)
         try:
-            await self._send(session, ENTER, None)
+            await self.send(session, ENTER, None)
         except BackendError as exc:
-            refusal = await self._backend_refusal(session, exc)
+            refusal = await self.reach.backend_refusal(exc, session, SEND)
             raise Refusal(refusal.code, f"{TYPED} ({refusal})", refusal.hint) from None
 
-    async def _holds_focus(self, session: ComputerSession, reading: Reading) -> bool:
-        """Whether Enter, pressed now, goes to an element the policy read found (`runtime.commit.holds_focus`)."""
-        return await holds_focus(session.probe, reading)
-
-    async def _after_act(self, session: ComputerSession, context: PageContext, frame: Frame, blocked: bool) -> Outcome:
-        """What the act returns: the Page's new frame (or what changed since `frame`); a dialog the action opened
+    async def after(self, session: ComputerSession, context: PageContext, frame: Frame, blocked: bool) -> Answer:
+        """What the act answers: the Page's new frame (or what changed since `frame`); a dialog the action opened
         is the user's to answer (`needs_user`), never the runtime's."""
         if blocked:
             raise Refusal(ReasonCode.needs_user, DIALOG_OPEN)
-        return await self._observe_session(session, "interactive", context, since=frame)
+        return await self.observe.frame(session, "interactive", context, since=frame)
 
-    def _recheck(self, session: ComputerSession, frame_id: str | None) -> None:
+    def recheck(self, session: ComputerSession, frame_id: str | None) -> None:
         """Under the lease, everything is checked again: while this call waited for it, another call may have
         spent the frame or written to the Page, or the user may have disabled access or hidden the Page."""
         self.sessions.check_binding(session)
@@ -154,18 +185,20 @@ class Acting(Observing):
             raise Refusal(ReasonCode.stale_observation, "frame_id is not the latest frame of this session")
         return frame
 
+    async def _read(self, session: ComputerSession, read: Awaitable[T]) -> T:
+        """A read of the Page before or around the action (the policy's, the hover's, the focus check), bounded;
+        nothing is sent while it runs, so its refusal says nothing was done."""
+        async with self.reach.refusing(session, READ):
+            return await asyncio.wait_for(read, self.settings.observe_timeout)
+
     async def _point(
         self, session: ComputerSession, action: Action, element: Element | None, frames: list[FrameContext]
     ) -> Pointed:
         """A click's pointer goes where it will press before anything is read (runtime/pointer.py): the policy
         judges what the Page shows under the pointer, not what it showed before the pointer came."""
-        return await rest_on(session.probe, frames, action, element)
+        return await self.pointer(session.probe, frames, action, element)
 
-    async def _hovered(self, session: ComputerSession) -> None:
-        """After a hover, the Page answers it before the act's answer is read (runtime/pointer.py)."""
-        await hovered(session.probe)
-
-    async def _check_policy(
+    async def check_policy(
         self, session: ComputerSession, action: Action, element: Element | None, context: PageContext
     ) -> Reading:
         """The runtime's own read of the Page and of what this write would commit, a moment before the input (for a

@@ -12,16 +12,16 @@ from runtime.arguments import ComputerUseArgs
 from runtime.backend import BackendError, Failure, Region, Snapshot
 from runtime.capability.host import PageContext
 from runtime.cdp import CDPError
-from runtime.commands.base import RESERVED, RESERVED_AFTER, Command, Outcome
-from runtime.failures import DIALOG_OPEN
-from runtime.models import ComputerUseResult
+from runtime.commands.base import OBSERVE, RESERVED, RESERVED_AFTER, Answer, Reach
 from runtime.observation import render, render_delta
 from runtime.phases import mark
 from runtime.probe import DialogOpen, TargetGone
 from runtime.reasons import ReasonCode
+from runtime.registry.registry import PageRegistry
 from runtime.scope import Scope, same_region, words_of
 from runtime.session import ComputerSession, Frame
 from runtime.sessions import Refusal
+from runtime.settings import Settings
 from runtime.viewport import DRAWN_JS, IN_VIEW_JS, in_view_first
 
 STALE_DIALOG_READS = 5
@@ -32,19 +32,28 @@ IN_VIEW_TIMEOUT = 2.0
 document order, and takes no screenshot fallback."""
 
 
-class Observing(Command):
+class Observe:
+    """`observe`, and the re-observation that answers an act (`frame`). Its seam, what a broken variant may
+    replace in a subclass passed as `Parts.observe`: `frame`."""
+
+    def __init__(self, reach: Reach, registry: PageRegistry, settings: Settings) -> None:
+        self.reach = reach
+        self.registry = registry
+        self.settings = settings
+
     def refuse_without_diagnostics(self, session_id: str | None) -> None:
         """`detail=diagnostics` where the backend reads none (the session's, or the setting's for a new session):
         refused before a session opens or anything is read, 0 CDP commands, as every invalid_arguments is."""
-        live = self.sessions.live.get(session_id or "")
+        sessions = self.reach.sessions
+        live = sessions.live.get(session_id or "")
         name = live.backend_name if live is not None else self.settings.backend
-        backend = live.backend if live is not None else self.sessions.backends.get(name)
+        backend = live.backend if live is not None else sessions.backends.get(name)
         if not getattr(backend, "diagnoses", False):
             raise Refusal(
                 ReasonCode.invalid_arguments, f"detail=diagnostics is not offered by backend {name}", NO_DIAGNOSTICS
             )
 
-    async def _observe(self, session: ComputerSession, args: ComputerUseArgs, context: PageContext) -> Outcome:
+    async def run(self, session: ComputerSession, args: ComputerUseArgs, context: PageContext) -> Answer:
         words = words_of(args.query) if args.query is not None else ()
         if args.offset:
             frame = session.latest
@@ -57,11 +66,11 @@ class Observing(Command):
                     ReasonCode.invalid_arguments,
                     "offset continues the frame as its first read was scoped: pass the same query and within, or none",
                 )
-            return Outcome(self._observation(session, frame, args.offset))
+            return self._read(session, frame, args.offset)
         scope = Scope(words) if words else None
         if args.within is not None:
             scope = Scope(words, self._region(session, args.within))
-        return await self._observe_session(session, args.detail, context, scope=scope)
+        return await self.frame(session, args.detail, context, scope=scope)
 
     @staticmethod
     def _region(session: ComputerSession, ref: str) -> Region:
@@ -82,14 +91,14 @@ class Observing(Command):
             "Observe this computer_session_id without within, then pass a ref from its regions line.",
         )
 
-    async def _observe_session(
+    async def frame(
         self,
         session: ComputerSession,
         detail: str,
         context: PageContext,
         since: Frame | None = None,
         scope: Scope | None = None,
-    ) -> Outcome:
+    ) -> Answer:
         """A new frame of the session's Page; after an act (`since`: the frame the act was sent on), the result
         tells what changed since, when that is shorter than the frame. With a `scope`, its reads show only that;
         its region, one of the latest frame's, is found again in the new snapshot (same role and name, as many
@@ -97,10 +106,11 @@ class Observing(Command):
         earlier = session.latest
         timeout = self.settings.observe_timeout
         # An act may have taken the Page to a reserved origin: never read it there (the service checks again after).
-        await self.refuse_reserved(session.page, RESERVED_AFTER if since is not None else RESERVED)
-        try:
+        await self.reach.refuse_reserved(session.page, RESERVED_AFTER if since is not None else RESERVED)
+        until_stopped = self.reach.until_stopped
+        async with self.reach.refusing(session, OBSERVE):
             documents = session.gateway.documents
-            snapshot = await self._until_stopped(session, self._snapshot(session), timeout)
+            snapshot = await until_stopped(session, self._snapshot(session), timeout)
             mark("backend_snapshot")
             # The document the snapshot was read from: known if none replaced another during the read (a backend's
             # first read is also when it first reads the frame tree, which is the gateway's first document).
@@ -108,18 +118,12 @@ class Observing(Command):
             document = session.gateway.document if read_one else None
             image = None
             if detail == "diagnostics":
-                diagnostics = await self._until_stopped(session, session.backend.diagnostics(), timeout)
+                diagnostics = await until_stopped(session, session.backend.diagnostics(), timeout)
                 snapshot = dataclasses.replace(snapshot, diagnostics=diagnostics)
                 mark("backend_diagnostics")
             if detail == "visual" or (since is None and detail != "diagnostics" and await self._drawn(session)):
-                image = await self._until_stopped(session, session.screenshot(), timeout)
+                image = await until_stopped(session, session.screenshot(), timeout)
                 mark("backend_screenshot")
-        except TimeoutError:
-            raise Refusal(ReasonCode.timeout, "the Page did not answer the observation in time") from None
-        except DialogOpen:
-            raise Refusal(ReasonCode.needs_user, DIALOG_OPEN) from None
-        except BackendError as exc:
-            raise await self._backend_refusal(session, exc, reading=True) from None
         if scope is not None and scope.region is not None and earlier is not None:
             region = same_region(snapshot.regions, scope.region, earlier.snapshot.regions)
             if region is None:
@@ -131,21 +135,19 @@ class Observing(Command):
             scope = Scope(scope.words, region)
         point_request = (context.turn, context.sequence + 1) if image is not None else None
         frame = session.new_frame(snapshot, detail, point_request, document=document, since=since, scope=scope)
-        result = self._observation(session, frame, 0)
-        outcome = Outcome(result, image)
-        cap = self.settings.observation_tokens
-        changes = None
+        shown = self._read(session, frame, 0, image)
         if since is not None and frame.delta is not None:
+            cap = self.settings.observation_tokens
             changes = render_delta(frame.snapshot, since.snapshot, frame.delta, detail, cap)
-        if changes is not None and len(changes) < len(result.observation or ""):
-            result.observation, result.next_offset = changes, None
-            outcome.changes_only = True
-        elif result.next_offset is not None:
+            if changes is not None and len(changes) < len(shown.observation or ""):
+                mark("frame")
+                return dataclasses.replace(shown, observation=changes, next_offset=None, changes_only=True)
+        if shown.next_offset is not None:
             frame.order = await self._in_view_first(session, frame)
             if frame.order is not None:
-                outcome.result = self._observation(session, frame, 0)
+                shown = self._read(session, frame, 0, image)
         mark("frame")
-        return outcome
+        return shown
 
     @staticmethod
     async def _drawn(session: ComputerSession) -> bool:
@@ -183,7 +185,7 @@ class Observing(Command):
                     raise
         return await session.backend.snapshot()
 
-    def _observation(self, session: ComputerSession, frame: Frame, offset: int) -> ComputerUseResult:
+    def _read(self, session: ComputerSession, frame: Frame, offset: int, image: bytes | None = None) -> Answer:
         """A read of `frame` from `offset`. A continuation carries only what the first read of the frame did not:
         the Page, its url and title came with that read (on the catalogue they were a sixth of every continuation)."""
         text, next_offset = render(
@@ -195,12 +197,12 @@ class Observing(Command):
             scope=frame.scope,
         )
         first = offset == 0
-        return ComputerUseResult(
-            status="ok",
-            message=f"Observed with backend {session.backend_name}." if first else "",
-            computer_session_id=session.id,
+        return Answer(
+            f"Observed with backend {session.backend_name}." if first else "",
+            session,
             frame_id=frame.id,
             page=self.registry.info(session.page) if first else None,
             observation=text,
             next_offset=next_offset,
+            image=image,
         )

@@ -4,43 +4,38 @@ from __future__ import annotations
 
 import asyncio
 
-from runtime.commands.base import Command, Outcome
-from runtime.failures import DIALOG_OPEN, GONE
-from runtime.models import Assertion, ComputerUseResult
-from runtime.probe import DialogOpen, TargetGone
+from runtime.arguments import ComputerUseArgs
+from runtime.capability.host import PageContext
+from runtime.commands.base import VERIFY, Answer, Reach
+from runtime.models import Assertion
 from runtime.reasons import ReasonCode
 from runtime.session import ComputerSession
 from runtime.sessions import Refusal
+from runtime.settings import Settings
 from runtime.verification import failures
 
 
-class Verifying(Command):
-    async def _verify(self, session: ComputerSession, assertion: Assertion) -> Outcome:
+class Verify:
+    """`verify`. Its seam, what a broken variant may replace in a subclass passed as `Parts.verify`: `run`."""
+
+    def __init__(self, reach: Reach, settings: Settings) -> None:
+        self.reach = reach
+        self.settings = settings
+
+    async def run(self, session: ComputerSession, args: ComputerUseArgs, context: PageContext) -> Answer:
+        assertion: Assertion = args.assertion  # type: ignore[assignment]
         if session.popups_pending:
             raise Refusal(ReasonCode.page_context_stale, "a popup opened by this Page is not registered yet")
-        try:
+        async with self.reach.refusing(session, VERIFY):
             failed = await asyncio.wait_for(
                 failures(assertion, session.probe, session.latest), self.settings.observe_timeout
             )
-        except TimeoutError:
-            raise Refusal(ReasonCode.timeout, "the Page did not answer the verification in time") from None
-        except DialogOpen:
-            raise Refusal(ReasonCode.needs_user, DIALOG_OPEN) from None
-        except TargetGone:
-            self.sessions.invalidate(session, ReasonCode.target_lost, GONE)
-            raise Refusal(ReasonCode.target_lost, GONE) from None
         if failed:
-            return Outcome(
-                ComputerUseResult.fail(
-                    ReasonCode.verification_failed,
-                    "the assertion does not hold on the live Page",
-                    computer_session_id=session.id,
-                    verified=False,
-                    failures=failed,
-                )
+            return Answer(
+                "the assertion does not hold on the live Page",
+                session,
+                code=ReasonCode.verification_failed,
+                verified=False,
+                failures=failed,
             )
-        return Outcome(
-            ComputerUseResult(
-                status="ok", message="verified on the live Page", computer_session_id=session.id, verified=True
-            )
-        )
+        return Answer("verified on the live Page", session, verified=True)

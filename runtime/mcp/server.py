@@ -20,9 +20,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from runtime.adapter import envelope, explain, invalid, serve, unknown_arguments
+from runtime.adapter import envelope, serve
 from runtime.arguments import Command, Detail, Id, Query
 from runtime.capability.verifier import UNIDENTIFIED
 from runtime.mcp.schema import compact
@@ -72,16 +72,13 @@ class ComputerUseServer(MCPServer):
         return tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
-        if name == TOOL:
-            refused = unknown_arguments(arguments)
-            if refused is not None:
-                return _to_call_result(refused)
-        try:
+        """`computer_use` goes straight to the adapter (`runtime.adapter.serve`), which validates its arguments once,
+        as it does the HTTP API's: the SDK's own validation of the tool function's signature, which is there to
+        publish the schema, is not run on top of it."""
+        if name != TOOL or context is None or self.service is None:
             return await super().call_tool(name, arguments, context)
-        except ToolError as exc:
-            if name == TOOL and isinstance(exc.__cause__, ValidationError):
-                return _to_call_result(invalid(explain(exc.__cause__)))
-            raise
+        request = context.request_context
+        return _to_call_result(await serve(self.service, arguments, request.meta, connection_of(request)))
 
 
 CONNECTION_ATTRIBUTE = "_connection"
@@ -109,7 +106,6 @@ def build_server(service: ComputerUseService) -> ComputerUseServer:
     @server.tool(name=TOOL, title=ANNOTATIONS.title, annotations=ANNOTATIONS, structured_output=True)
     async def computer_use(
         command: Annotated[Command, Field(description="See the tool description.")],
-        ctx: Context,
         page: Annotated[
             Id | None,
             Field(description="observe: a handle, or left/right/above/below/other_window."),
@@ -149,21 +145,7 @@ def build_server(service: ComputerUseService) -> ComputerUseServer:
         Every result: status (ok, failed, needs_user: hand over to the user), message, elapsed_ms; in a session
         also backend (fixed for it) and screenshots (taken so far).
         """
-        arguments = {
-            "command": command,
-            "page": page,
-            "detail": detail,
-            "offset": offset,
-            "query": query,
-            "within": within,
-            "computer_session_id": computer_session_id,
-            "frame_id": frame_id,
-            "action": action,
-            "assertion": assertion,
-        }
-        request = ctx.request_context
-        outcome = await serve(service, arguments, request.meta, connection_of(request))
-        return _to_call_result(outcome)  # type: ignore[return-value]
+        raise ToolError(f"{TOOL} is served by ComputerUseServer.call_tool; this function only publishes it")
 
     server.service = service
     return server

@@ -22,9 +22,10 @@ from mcp.types import CallToolResult, TextContent
 from runtime.app import Runtime
 from runtime.arguments import ComputerUseArgs
 from runtime.backend import Element
+from runtime.commands.base import Answer
 from runtime.mcp.server import ComputerUseServer
 from runtime.models import Action, ComputerUseResult
-from runtime.service import ComputerUseService, Outcome
+from runtime.service import ComputerUseService
 from runtime.sessions import BackendFactory
 
 
@@ -66,12 +67,11 @@ class CancelReportedAsDone(ComputerUseService):
     """A broken rule: a call the client cancels is not ended but answered, and recorded, as done. The interrupted
     code below has released the Page's write lease and spent the frame as usual; only the outcome lies."""
 
-    async def _handle(self, args: ComputerUseArgs, meta: Mapping[str, Any] | None, connection: object) -> Outcome:
+    async def dispatch(self, args: ComputerUseArgs, meta: Mapping[str, Any] | None, connection: object) -> Answer:
         try:
-            return await super()._handle(args, meta, connection)
+            return await super().dispatch(args, meta, connection)
         except asyncio.CancelledError:
-            done = ComputerUseResult(status="ok", message="done", computer_session_id=args.computer_session_id)
-            return Outcome(success_in_place_of(done))
+            return Answer("done", self.sessions.live.get(args.computer_session_id or ""), verified=True)
 
 
 def writing_twice(factory: BackendFactory) -> BackendFactory:

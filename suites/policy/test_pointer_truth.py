@@ -9,12 +9,12 @@ the pointer comes, nothing sensitive is under their points. On every backend, by
 user's (`needs_user`, by ref after at most one `stale_observation` that shows it as it became) and the ledger holds
 0 writes; a benign control the hover reveals ("Copy link") is reachable by ref (a scroll to its row rests the
 pointer there and the act's answer lists it) and by point. The negative control judges before the pointer moves,
-through the runtime's `_point` seam, and is caught.
+through the runtime's pointer seam (`Parts.pointer`), and is caught.
 
 "Pin" grows into view instead (0 px wide until its row is hovered, full width once a 600 ms CSS transition has run,
 as Swagger UI's copy button): the hover's answer lists it by ref once the Page has answered, and a click on that ref
-pins. Its negative control reads the hover's answer before the Page answers (the `_hovered` seam) on playwright_mcp,
-whose snapshot gives a 0 px control no ref, and is caught.
+pins. Its negative control reads the hover's answer before the Page answers (the `Parts.hovered` seam) on
+playwright_mcp, whose snapshot gives a 0 px control no ref, and is caught.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ import pytest
 from mcp import Client
 from pydantic import Field
 
+import runtime.adapter as adapter_module
 import runtime.mcp.server as server_module
 from runtime.arguments import ComputerUseArgs
 from runtime.commands.base import Outcome
@@ -241,6 +242,12 @@ class DishonestAction(Action):
     text: str | None = Field(None, max_length=MAX_TEXT - 1, json_schema_extra={"maxLength": MAX_TEXT})
 
 
+class DishonestArgs(ComputerUseArgs):
+    """Validates an action as `DishonestAction` (the adapter's one validation of the arguments)."""
+
+    action: DishonestAction | None = None
+
+
 @pytest.mark.negative_control
 @pytest.mark.req("protocol:schema-described-bounded")
 async def test_the_schema_check_names_a_field_without_description_a_string_and_an_array_without_bounds(
@@ -260,7 +267,8 @@ async def test_the_schema_check_names_a_field_without_description_a_string_and_a
 async def test_the_bound_check_names_a_bound_published_but_not_enforced_and_one_enforced_below_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(server_module, "Action", DishonestAction)
+    monkeypatch.setattr(server_module, "Action", DishonestAction)  # what the tool publishes
+    monkeypatch.setattr(adapter_module, "ComputerUseArgs", DishonestArgs)  # what the adapter enforces
     assert await bound_findings() == [
         f"action.ref: a value past maxLength {MAX_SHORT} was accepted",
         f"action.text: a value at maxLength {MAX_TEXT} was refused: "

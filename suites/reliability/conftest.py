@@ -31,7 +31,7 @@ from runtime.app import Runtime, default_backends
 from runtime.backend import Backend, BackendConfig
 from runtime.client import HostedClient
 from runtime.models import ComputerUseResult, Page
-from runtime.service import BackendFactory, ComputerUseService, Settings
+from runtime.service import BackendFactory, ComputerUseService, Parts, Settings
 from suites.harness import Agent, Desk, client_in_task
 
 T = TypeVar("T")
@@ -157,7 +157,10 @@ class Variant:
 
     name: str = "real"
     service: type[ComputerUseService] | None = None
-    """A subclass of the service overriding one rule (a broken rule), put in place of the real service's class."""
+    """A subclass of the service wrapping its public `handle` or `dispatch` (a broken rule), put in place of the real
+    service's class."""
+    parts: Parts | None = None
+    """The service's parts with one broken (`runtime.service.Parts`)."""
 
     def __str__(self) -> str:
         return self.name
@@ -178,7 +181,8 @@ def recorded() -> Recorded:
 async def build_runtime(endpoint: str, backend: str, recorded: Recorded, variant: Variant) -> Runtime:
     """The real runtime on `endpoint` with the suite's bounds, recording its backends, with `variant`'s one part."""
     settings = Settings(backend=backend, act_timeout=ACT_TIMEOUT, observe_timeout=OBSERVE_TIMEOUT)
-    runtime = await Runtime.connect(endpoint, backends=recorded.factories(default_backends()), settings=settings)
+    backends = recorded.factories(default_backends())
+    runtime = await Runtime.connect(endpoint, backends=backends, settings=settings, parts=variant.parts)
     if variant.service is not None:
         assert issubclass(variant.service, type(runtime.service))
         runtime.service.__class__ = variant.service  # the same object and parts; only the overridden rule differs

@@ -21,9 +21,10 @@ from lab.cdp import CDPClient, CDPError
 from lab.tap import CDPTap
 from runtime.app import Runtime
 from runtime.capability.host import ProviderRequest
+from runtime.commands.act import Act
 from runtime.models import ComputerUseResult
 from runtime.reasons import ReasonCode
-from runtime.service import ComputerUseService
+from runtime.service import ComputerUseService, Parts
 from runtime.sessions import Refusal
 from suites.harness import Agent, Desk, ref_of, second_agent
 from suites.proofs import assert_no_writes
@@ -256,13 +257,13 @@ async def test_an_endless_loop_after_a_click_is_timeout_and_every_later_call_is_
     assert_no_writes(fixture_server)
 
 
-class WaitsForThePage(ComputerUseService):
-    """A broken rule: when an act fails or times out, the service waits until the Page answers again before it
+class WaitsForThePage(Act):
+    """A broken rule: when an act fails or times out, the runtime waits until the Page answers again before it
     replies (as a runtime that "makes sure" of the Page's state would) — on a hung Page, for ever."""
 
-    async def _act(self, session, args, context):  # type: ignore[no-untyped-def]
+    async def run(self, session, args, context):  # type: ignore[no-untyped-def]
         try:
-            return await super()._act(session, args, context)
+            return await super().run(session, args, context)
         except Refusal:
             while True:
                 with contextlib.suppress(TimeoutError):
@@ -271,7 +272,7 @@ class WaitsForThePage(ComputerUseService):
 
 
 @pytest.mark.negative_control
-@pytest.mark.parametrize("runtime_variant", [Variant("waits for the page", service=WaitsForThePage)], ids=str)
+@pytest.mark.parametrize("runtime_variant", [Variant("waits for the page", parts=Parts(act=WaitsForThePage))], ids=str)
 @pytest.mark.req("honesty:timeout")
 async def test_the_bound_check_catches_a_runtime_that_waits_on_a_hung_page_without_bound(
     one_page_desk, agent: Agent, lab_cdp: CDPClient
@@ -376,7 +377,7 @@ async def test_a_dialog_already_open_when_the_page_is_first_observed_is_a_bounde
 
 
 @pytest.mark.negative_control
-@pytest.mark.parametrize("runtime_variant", [Variant("service answers dialogs", service=AnswerDialogs)], ids=str)
+@pytest.mark.parametrize("runtime_variant", [Variant("answers dialogs", parts=Parts(act=AnswerDialogs))], ids=str)
 @pytest.mark.req("policy:dialog")
 async def test_the_dialog_check_catches_a_runtime_that_answers_a_dialog_opened_on_load(
     one_page_desk, agent: Agent, fixture_server: FixtureServer, lab_cdp: CDPClient, tap: CDPTap

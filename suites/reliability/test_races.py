@@ -165,8 +165,8 @@ async def test_the_race_checks_catch_a_runtime_that_checks_only_when_a_call_arri
     async def only_the_action(session: ComputerSession, call: Awaitable[object], timeout: float) -> object:
         return await asyncio.wait_for(call, timeout)
 
-    monkeypatch.setattr(service, "_recheck", lambda session, frame_id: None)
-    monkeypatch.setattr(service, "_until_stopped", only_the_action)
+    monkeypatch.setattr(service.act, "recheck", lambda session, frame_id: None)
+    monkeypatch.setattr(service.reach, "until_stopped", only_the_action)
     with pytest.raises(AssertionError):
         await RACES[race](desk, agent, fixture_server)
 
