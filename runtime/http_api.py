@@ -111,7 +111,10 @@ def _json_media_type(value: str | None) -> bool:
 
 
 class HttpApi:
-    """ASGI: serves `PATH` (and answers 404 under `/v1/`), hands every other request to `app` (the MCP app)."""
+    """ASGI: serves `PATH` (and answers 404 under `/v1/`), hands every other request to `app` (the MCP app).
+
+    Its rules are public methods, the seams a broken variant overrides: `check_origin`, `check_media_type`,
+    `admits`, `connection` and `body_of`."""
 
     def __init__(self, service: ComputerUseService, app: ASGIApp, check_host: bool) -> None:
         self.service = service
@@ -149,14 +152,14 @@ class HttpApi:
 
     async def _answer(self, scope: Scope, receive: Receive) -> tuple[int, dict[str, Any]]:
         headers: list[tuple[bytes, bytes]] = list(scope.get("headers", []))
-        self._check_origin(headers)
+        self.check_origin(headers)
         if self.check_host and not _loopback_host(_one(headers, "host")):
             raise _error(421, "invalid_host", "the Host header must name 127.0.0.1, localhost or [::1]")
         if scope["path"] != PATH:
             raise _error(404, "not_found", f"the HTTP API serves {PATH} only")
         if scope["method"] != "POST":
             raise _error(405, "method_not_allowed", f"{PATH} takes POST only", (b"allow", b"POST"))
-        self._check_media_type(headers)
+        self.check_media_type(headers)
         body = await _read(headers, receive)
         try:
             arguments = json.loads(body.decode("utf-8"))
@@ -166,19 +169,19 @@ class HttpApi:
             return 400, envelope(invalid("the body nests too deeply: computer_use's arguments nest a few levels"))
         if not isinstance(arguments, dict):
             return 400, envelope(invalid("the body must be a JSON object: computer_use's arguments"))
-        return 200, self._body(await self._call(arguments, headers))
+        return 200, self.body_of(await self._call(arguments, headers))
 
-    def _check_origin(self, headers: list[tuple[bytes, bytes]]) -> None:
+    def check_origin(self, headers: list[tuple[bytes, bytes]]) -> None:
         """A request from a web page (any `Origin`, even a loopback one) goes no further."""
         if _has(headers, "origin"):
             raise _error(403, "origin_refused", "requests from web pages (an Origin header) are refused")
 
-    def _check_media_type(self, headers: list[tuple[bytes, bytes]]) -> None:
+    def check_media_type(self, headers: list[tuple[bytes, bytes]]) -> None:
         """JSON only: a form or a script without a CORS preflight can send only text/plain, form or multipart."""
         if not _json_media_type(_one(headers, "content-type")):
             raise _error(415, "unsupported_media_type", "the body must be sent as Content-Type: application/json")
 
-    def _body(self, outcome: Outcome) -> dict[str, Any]:
+    def body_of(self, outcome: Outcome) -> dict[str, Any]:
         """The envelope, and the screenshot when one was taken (as MCP's image content block, in its own key)."""
         data = envelope(outcome)
         if outcome.image is not None:
@@ -198,19 +201,19 @@ class HttpApi:
             if value is not None
         }
         if connection_id is not None and CONNECTION_ID.fullmatch(connection_id):
-            connection = await self._connection(connection_id, meta)
+            connection = await self.connection(connection_id, meta)
         return await serve(self.service, arguments, meta, connection)
 
-    def _admits(self, meta: dict[str, str], nonce: str) -> bool:
+    def admits(self, meta: dict[str, str], nonce: str) -> bool:
         """Whether the request's token is one the verifier could accept for `nonce` (`CapabilityVerifier.admits`):
         only then may the request register or touch its connection id."""
         return self.service.verifier.admits(meta, nonce)
 
-    async def _connection(self, connection_id: str, meta: dict[str, str]) -> NamedConnection:
+    async def connection(self, connection_id: str, meta: dict[str, str]) -> NamedConnection:
         """The id's kept connection, once the request's token proves the host minted for it; else a connection of
         its own that is never kept, on which the verifier refuses the token and says why."""
         nonce = connection_nonce(connection_id)
-        if not self._admits(meta, nonce):
+        if not self.admits(meta, nonce):
             return NamedConnection(nonce)
         connection = self._connections.get(connection_id)
         if connection is not None:

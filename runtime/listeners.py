@@ -44,7 +44,8 @@ DESCRIPTORS = 4096
 class BoundedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with the request deadline and the connection cap (`uvicorn.Config(http=...)`).
 
-    `head_timeout` and `max_connections` are class attributes: a test's variant may change them.
+    `head_timeout` and `max_connections` are class attributes, and `waiting_for_request` says what the deadline
+    covers: a test's variant may change them.
     """
 
     head_timeout: float = HEAD_TIMEOUT
@@ -65,20 +66,20 @@ class BoundedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         # uvicorn cancels its keep-alive timer on any byte, so a partial next head would otherwise wait for ever.
-        if self._head_since is None and self._waiting_for_request():
+        if self._head_since is None and self.waiting_for_request():
             self._await_head()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if self._head_since is None and self._waiting_for_request():
+        if self._head_since is None and self.waiting_for_request():
             self._await_head()  # idle between requests: waiting for the next head, so the first to make room
 
     def handle_events(self) -> None:
         super().handle_events()
-        if not self._waiting_for_request():
+        if not self.waiting_for_request():
             self._head_done()
 
-    def _waiting_for_request(self) -> bool:
+    def waiting_for_request(self) -> bool:
         """The client still owes (part of) a request: its head (IDLE) or the rest of its body (SEND_BODY)."""
         return not self.transport.is_closing() and self.conn.their_state in (h11.IDLE, h11.SEND_BODY)
 
@@ -95,7 +96,7 @@ class BoundedH11Protocol(H11Protocol):
 
     def _head_late(self) -> None:
         self._head_timer = None
-        if self._waiting_for_request():
+        if self.waiting_for_request():
             self.transport.close()
 
     def _make_room(self) -> None:

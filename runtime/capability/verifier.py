@@ -43,7 +43,7 @@ class NamedConnection:
 
     The plain HTTP API has no MCP connection: its client names one in a header, and the adapter derives the nonce
     from that name (`runtime/http_api.py`). Beyond the binding every connection gets (first use binds, see
-    `CapabilityVerifier._bind`), a named connection refuses a token minted for another nonce even on its first use:
+    `CapabilityVerifier.bind`), a named connection refuses a token minted for another nonce even on its first use:
     the name is a secret the token does not carry, so a token alone cannot be spent elsewhere. Closing its
     `exit_stack` ends the connection as an MCP client's going away does.
     """
@@ -91,11 +91,13 @@ class CapabilityVerifier:
       the hook the SDK offers for per-connection teardown; and any connection object that is garbage collected
       without closing is released then (a weak reference), before its id could be reused. Its nonce is retired
       for one token lifetime after that: every token minted while the connection was open has expired by then,
-      so none of them can bind the nonce to a new connection (first use binds, see `_bind`).
+      so none of them can bind the nonce to a new connection (first use binds, see `bind`).
     - A token refused because its connection binding does not hold is void from then on, on every connection
       (kept like a spent id, until it expires): it has been in someone else's hands, and the legitimate client
       must not race whoever holds it. The host mints a fresh token for the next call anyway.
     Sizes therefore track the calls of the last token lifetime and the open connections, not the runtime's age.
+    Its rules are public methods, the seams a broken variant overrides: `verify`, `expired`, `spend`, `check_call`
+    and `bind` (`runtime.service.Parts.verifier` passes one in).
     """
 
     def __init__(self, store: ContextStore, registry: PageRegistry) -> None:
@@ -144,8 +146,8 @@ class CapabilityVerifier:
             )
         if claims.token_id in self._spent:
             raise CapabilityError("this page_context_token was already used: tokens are one-time")
-        self._spend(claims, connection)
-        self._check_call(meta, claims)
+        self.spend(claims, connection)
+        self.check_call(meta, claims)
         if self._store.turns.get(claims.host) != claims.turn:
             raise StaleContext("the turn this token belongs to has ended")
         context = self._store.contexts.get(claims.host)
@@ -177,21 +179,21 @@ class CapabilityVerifier:
     def expired(self, claims: Claims, now: float) -> bool:
         return now >= claims.expires_at
 
-    def _spend(self, claims: Claims, connection: object) -> None:
+    def spend(self, claims: Claims, connection: object) -> None:
         """Spend the token, then check its binding; a token refused for its binding is void everywhere after."""
         self._spent.add(claims.token_id, claims.expires_at)
         try:
-            self._bind(claims.connection, connection)
+            self.bind(claims.connection, connection)
         except CapabilityError:
             self._void.add(claims.token_id, claims.expires_at)
             raise
 
-    def _check_call(self, meta: Mapping[str, Any], claims: Claims) -> None:
+    def check_call(self, meta: Mapping[str, Any], claims: Claims) -> None:
         """The token is for one tool call: presented with another call's id (a token moved between calls), no."""
         if meta.get(CALL_KEY) != claims.tool_call:
             raise CapabilityError("this page_context_token was minted for another tool call")
 
-    def _bind(self, nonce: str, connection: object) -> None:
+    def bind(self, nonce: str, connection: object) -> None:
         """A nonce belongs to the first open connection that presents it, and a connection to its first nonce."""
         if isinstance(connection, NamedConnection):
             if not nonce.startswith(HTTP_NONCE_PREFIX):

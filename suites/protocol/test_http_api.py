@@ -277,8 +277,8 @@ async def test_invalid_arguments_a_missing_token_and_a_replayed_token_get_the_sa
 class RewordsMessages(HttpApi):
     """Broken: the HTTP adapter rewrites one field of every envelope (here the message)."""
 
-    def _body(self, outcome: Outcome) -> dict[str, Any]:
-        data = super()._body(outcome)
+    def body_of(self, outcome: Outcome) -> dict[str, Any]:
+        data = super().body_of(outcome)
         data["message"] = data.get("message", "") + " (via HTTP)"
         return data
 
@@ -286,8 +286,8 @@ class RewordsMessages(HttpApi):
 class DropsHints(HttpApi):
     """Broken: the HTTP adapter leaves a field out (the hint of a failure)."""
 
-    def _body(self, outcome: Outcome) -> dict[str, Any]:
-        data = super()._body(outcome)
+    def body_of(self, outcome: Outcome) -> dict[str, Any]:
+        data = super().body_of(outcome)
         data.pop("hint", None)
         return data
 

@@ -284,14 +284,14 @@ async def check_deep_json(desk: Desk, served: Served, session: aiohttp.ClientSes
 class IgnoresOrigin(HttpApi):
     """Broken: serves requests from web pages (no Origin check)."""
 
-    def _check_origin(self, headers: list[tuple[bytes, bytes]]) -> None:
+    def check_origin(self, headers: list[tuple[bytes, bytes]]) -> None:
         pass
 
 
 class AcceptsAnyBody(IgnoresOrigin):
     """Broken: no Origin check, and any content type (what a page can send without a preflight)."""
 
-    def _check_media_type(self, headers: list[tuple[bytes, bytes]]) -> None:
+    def check_media_type(self, headers: list[tuple[bytes, bytes]]) -> None:
         pass
 
 
@@ -299,7 +299,7 @@ class AllocatesFirst(HttpApi):
     """Broken: registers (and evicts for) every well-formed connection id before any token is checked (before
     issue 29)."""
 
-    def _admits(self, meta: dict[str, str], nonce: str) -> bool:
+    def admits(self, meta: dict[str, str], nonce: str) -> bool:
         return True
 
 
@@ -307,7 +307,7 @@ class MixesKinds(CapabilityVerifier):
     """Broken: binds a token to whatever connection presents it first, /v1 id or MCP connection alike (before issue
     29; a named connection still refuses another id's nonce)."""
 
-    def _bind(self, nonce: str, connection: object) -> None:
+    def bind(self, nonce: str, connection: object) -> None:
         if isinstance(connection, NamedConnection) and connection.nonce != nonce:
             raise CapabilityError("this page_context_token was minted for another connection id")
 
@@ -315,7 +315,7 @@ class MixesKinds(CapabilityVerifier):
 class KeepsEveryConnection(HttpApi):
     """Broken: keeps every connection id it is sent, for ever (its table grows with every new id)."""
 
-    async def _connection(self, connection_id: str, meta: dict[str, str]) -> NamedConnection:
+    async def connection(self, connection_id: str, meta: dict[str, str]) -> NamedConnection:
         if connection_id not in self._connections:
             self._connections[connection_id] = NamedConnection(http_api.connection_nonce(connection_id))
         return self._connections[connection_id]

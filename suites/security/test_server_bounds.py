@@ -563,7 +563,7 @@ class HeadOnlyDeadline(ShortDeadline):
     """Broken: the deadline covers the head only, so a body trickled after a whole head holds its connection (and,
     being served, is never the one the cap closes)."""
 
-    def _waiting_for_request(self) -> bool:
+    def waiting_for_request(self) -> bool:
         return not self.transport.is_closing() and self.conn.their_state is h11.IDLE
 
 

@@ -249,23 +249,23 @@ async def check_unidentified_refused(desk: Desk, agent: Agent, tap: CDPTap, serv
 class IgnoresConnection(CapabilityVerifier):
     """Broken: never checks which connection presents a token (the binding is not enforced)."""
 
-    def _bind(self, nonce: str, connection: object) -> None:
+    def bind(self, nonce: str, connection: object) -> None:
         pass
 
 
 class IgnoresCallId(CapabilityVerifier):
     """Broken: accepts a token whatever tool call it is presented for."""
 
-    def _check_call(self, meta: Any, claims: Claims) -> None:
+    def check_call(self, meta: Any, claims: Claims) -> None:
         pass
 
 
 class KeepsForeignTokens(CapabilityVerifier):
     """Broken: a token refused on a foreign connection stays usable for its own (bound before it is spent)."""
 
-    def _spend(self, claims: Claims, connection: object) -> None:
-        self._bind(claims.connection, connection)
-        super()._spend(claims, connection)
+    def spend(self, claims: Claims, connection: object) -> None:
+        self.bind(claims.connection, connection)
+        super().spend(claims, connection)
 
 
 def per_request_session(request: ServerRequestContext[Any, Any]) -> object | None:
