@@ -150,6 +150,42 @@ class _Route:
     adopt: _Client | None = None  # the call attaches this client: its answer names the client's root session
 
 
+def json_version(version: dict[str, Any], browser_id: str) -> dict[str, Any]:
+    """What Chromium's `/json/version` says, from its `Browser.getVersion` answer."""
+    webkit = re.search(r"AppleWebKit/([\d.]+)", version.get("userAgent", ""))
+    return {
+        "Browser": version.get("product", ""),
+        "File-Path-Style": "posix",
+        "Protocol-Version": version.get("protocolVersion", ""),
+        "User-Agent": version.get("userAgent", ""),
+        "V8-Version": version.get("jsVersion", ""),
+        "WebKit-Version": f"{webkit.group(1) if webkit else ''} ({version.get('revision', '')})",
+        "webSocketDebuggerUrl": f"ws://{HOST}/devtools/browser/{browser_id}",
+    }
+
+
+def json_list(infos: list[dict[str, Any]], revision: str) -> list[dict[str, Any]]:
+    """What Chromium's `/json/list` says of each target (its favicon aside: CDP does not tell it), from its
+    `Target.getTargets` answer."""
+    listing = []
+    for info in infos:
+        target = info["targetId"]
+        entry = {
+            "description": "",
+            "devtoolsFrontendUrl": "https://chrome-devtools-frontend.appspot.com/serve_rev/"
+            f"{revision}/inspector.html?ws={HOST}/devtools/page/{target}",
+            "id": target,
+            "title": html.escape(info.get("title", ""), quote=True),
+            "type": info.get("type", ""),
+            "url": info.get("url", ""),
+            "webSocketDebuggerUrl": f"ws://{HOST}/devtools/page/{target}",
+        }
+        if info.get("parentId"):
+            entry["parentId"] = info["parentId"]
+        listing.append(entry)
+    return listing
+
+
 class PipeBroker:
     """A Chromium-compatible CDP endpoint on a Unix socket, over one debugging pipe (see the module docstring)."""
 
@@ -255,47 +291,13 @@ class PipeBroker:
     async def _serve_json(self, rest: list[str]) -> web.StreamResponse:
         try:
             if rest == ["version"]:
-                return web.json_response(self._json_version())
+                return web.json_response(json_version(self._version, self.browser_id))
             if rest in ([], ["list"]):
-                return web.json_response(await self._json_list())
+                infos = (await self._call("Target.getTargets"))["targetInfos"]
+                return web.json_response(json_list(infos, self._version.get("revision", "")))
         except (BrokerError, TimeoutError) as exc:
             return web.Response(status=502, text=f"the browser did not answer: {exc}")
         return web.Response(status=404, text=f"Unknown command: {'/'.join(rest)[:100]}")
-
-    def _json_version(self) -> dict[str, Any]:
-        version = self._version
-        webkit = re.search(r"AppleWebKit/([\d.]+)", version.get("userAgent", ""))
-        return {
-            "Browser": version.get("product", ""),
-            "File-Path-Style": "posix",
-            "Protocol-Version": version.get("protocolVersion", ""),
-            "User-Agent": version.get("userAgent", ""),
-            "V8-Version": version.get("jsVersion", ""),
-            "WebKit-Version": f"{webkit.group(1) if webkit else ''} ({version.get('revision', '')})",
-            "webSocketDebuggerUrl": f"ws://{HOST}/devtools/browser/{self.browser_id}",
-        }
-
-    async def _json_list(self) -> list[dict[str, Any]]:
-        """What Chromium's `/json/list` says of each target (its favicon aside: CDP does not tell it)."""
-        infos = (await self._call("Target.getTargets"))["targetInfos"]
-        revision = self._version.get("revision", "")
-        listing = []
-        for info in infos:
-            target = info["targetId"]
-            entry = {
-                "description": "",
-                "devtoolsFrontendUrl": "https://chrome-devtools-frontend.appspot.com/serve_rev/"
-                f"{revision}/inspector.html?ws={HOST}/devtools/page/{target}",
-                "id": target,
-                "title": html.escape(info.get("title", ""), quote=True),
-                "type": info.get("type", ""),
-                "url": info.get("url", ""),
-                "webSocketDebuggerUrl": f"ws://{HOST}/devtools/page/{target}",
-            }
-            if info.get("parentId"):
-                entry["parentId"] = info["parentId"]
-            listing.append(entry)
-        return listing
 
     async def _serve_ws(self, request: web.BaseRequest, kind: str, ident: str) -> web.StreamResponse:
         if self.closed.is_set():

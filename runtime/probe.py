@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +94,44 @@ class DialogOpen(Exception):
     """A JavaScript dialog is open on the Page: its renderer answers no read until the user answers the dialog."""
 
 
+class Worlds:
+    """The probe's isolated world in each document of the Page, and each world's document object.
+
+    One per document, kept while it lives: a document's worlds live as long as it does, and every new document
+    comes with a new `loaderId` in the frame tree, so a world cached by (session, frame, loader) is never one
+    a navigation destroyed; a lookup of a new document drops the frame's older entries."""
+
+    def __init__(self, send: Callable[..., Awaitable[dict[str, Any]]]) -> None:
+        self._send = send
+        self._worlds: dict[tuple[str, str, str], int] = {}
+        """(session, frame id, loader id) -> the probe's isolated world in that document."""
+        self.documents: dict[int, str] = {}
+        """Isolated world -> the object id of its document (`PageProbe.document`): it lives as long as the world."""
+
+    async def world_in(self, session: str, frame: dict[str, Any]) -> int | None:
+        """The probe's isolated world in one frame's current document; None if the frame cannot have one now."""
+        key = (session, frame["id"], frame.get("loaderId", ""))
+        if key in self._worlds:
+            return self._worlds[key]
+        try:
+            world = await self.create(session, frame["id"])
+        except CDPError:
+            return None  # a frame still loading, or gone
+        self.forget(session, frame["id"])
+        self._worlds[key] = world
+        return world
+
+    async def create(self, session: str, frame_id: str) -> int:
+        """A new isolated world in the frame's current document."""
+        params = {"frameId": frame_id, "worldName": "computer_use_probe"}
+        return (await self._send("Page.createIsolatedWorld", params, session=session))["executionContextId"]
+
+    def forget(self, session: str, frame_id: str) -> None:
+        """The frame's worlds (and their documents) are gone with its document."""
+        for key in [k for k in self._worlds if k[:2] == (session, frame_id)]:
+            self.documents.pop(self._worlds.pop(key), None)
+
+
 class PageProbe:
     def __init__(
         self,
@@ -115,10 +153,7 @@ class PageProbe:
         self._children: dict[str, str] = {}
         """Out-of-process frames of the Page (auto-attached): CDP session id -> frame (target) id."""
         self._attaching: set[asyncio.Future[None]] = set()
-        self._worlds: dict[tuple[str, str, str], int] = {}
-        """(session, frame id, loader id) -> the probe's isolated world in that document (`_world_in`)."""
-        self._documents: dict[int, str] = {}
-        """Isolated world -> the object id of its document (`document`): it lives as long as the world."""
+        self._worlds = Worlds(self._send)
         self.dialog: str | None = None
         """"type: message" of the dialog open on the Page, from the Page events of this probe's session."""
         self.dialog_open = asyncio.Event()
@@ -188,30 +223,10 @@ class PageProbe:
     async def _top(self) -> FrameContext:
         """The top document, with the probe's world in it."""
         frame = (await self._send("Page.getFrameTree"))["frameTree"]["frame"]
-        world = await self._world_in(self._session, frame)  # type: ignore[arg-type]
+        world = await self._worlds.world_in(self._session, frame)  # type: ignore[arg-type]
         if world is None:
             raise CDPError("probe could not reach the top document")
         return FrameContext(self._session, frame["id"], frame.get("url", ""), world, True)  # type: ignore[arg-type]
-
-    async def _world_in(self, session: str, frame: dict[str, Any]) -> int | None:
-        """The probe's isolated world in one frame's current document; None if the frame cannot have one now.
-
-        One per document, kept while it lives: a document's worlds live as long as it does, and every new document
-        comes with a new `loaderId` in the frame tree, so a world cached by (session, frame, loader) is never one
-        a navigation destroyed; a lookup of a new document drops the frame's older entries."""
-        key = (session, frame["id"], frame.get("loaderId", ""))
-        if key in self._worlds:
-            return self._worlds[key]
-        try:
-            world = await self._send(
-                "Page.createIsolatedWorld", {"frameId": frame["id"], "worldName": "computer_use_probe"}, session=session
-            )
-        except CDPError:
-            return None  # a frame still loading, or gone
-        for old in [k for k in self._worlds if k[:2] == key[:2]]:
-            self._documents.pop(self._worlds.pop(old), None)
-        self._worlds[key] = world["executionContextId"]
-        return self._worlds[key]
 
     async def frames(self) -> list[FrameContext]:
         """Every frame of the Page, each with the probe's isolated world: the top document first, then its
@@ -233,7 +248,7 @@ class PageProbe:
                 node = pending.pop(0)
                 frame = node["frame"]
                 pending.extend(node.get("childFrames", []))
-                context = await self._world_in(session, frame)
+                context = await self._worlds.world_in(session, frame)
                 if context is None:
                     continue
                 top = session == self._session and frame.get("parentId") is None
@@ -254,14 +269,8 @@ class PageProbe:
                 raise
             # The document went away between the frame read and this one (or a cached world did with it): a world
             # of the frame's document now, once.
-            for key in [k for k in self._worlds if k[:2] == (frame.session, frame.frame_id)]:
-                self._documents.pop(self._worlds.pop(key), None)
-            world = await self._send(
-                "Page.createIsolatedWorld",
-                {"frameId": frame.frame_id, "worldName": "computer_use_probe"},
-                session=frame.session,
-            )
-            params["contextId"] = world["executionContextId"]
+            self._worlds.forget(frame.session, frame.frame_id)
+            params["contextId"] = await self._worlds.create(frame.session, frame.frame_id)
             result = await self._send("Runtime.evaluate", params, session=frame.session)
         if "exceptionDetails" in result:
             raise CDPError(f"probe expression failed: {result['exceptionDetails'].get('text')}")
@@ -269,9 +278,10 @@ class PageProbe:
 
     async def document(self, frame: FrameContext, fresh: bool = False) -> str:
         """The object id of `frame`'s document in the probe's world: one per world (`fresh`: ask again)."""
-        if fresh or frame.world not in self._documents:
-            self._documents[frame.world] = (await self.evaluate_in(frame, "document", by_value=False))["objectId"]
-        return self._documents[frame.world]
+        documents = self._worlds.documents
+        if fresh or frame.world not in documents:
+            documents[frame.world] = (await self.evaluate_in(frame, "document", by_value=False))["objectId"]
+        return documents[frame.world]
 
     async def call_on(self, frame: FrameContext, object_id: str, function: str, *args: Any) -> Any:
         """`function` called with `this` = the remote object, in the object's frame; returns its value."""

@@ -90,6 +90,25 @@ class Tombstone:
     hint: str | None
 
 
+async def register_popup(
+    cdp: CDPConnection, registry: PageRegistry, session: ComputerSession, event: GatewayEvent
+) -> None:
+    """Register a popup the session's Page opened as a Page of its own (in its opener's workspace); the session's
+    writes and verified results wait until it is (`popups_pending`)."""
+    try:
+        window = await cdp.send("Browser.getWindowForTarget", {"targetId": event.target_id})
+        await registry.register(
+            event.target_id,
+            window["windowId"],
+            workspace=session.page.workspace,
+            opener_page_id=session.page.registry_page_id,
+        )
+    except (CDPError, TimeoutError) as exc:
+        log.info("popup %s vanished before registration: %s", event.target_id, exc)
+    finally:
+        session.popups_pending -= 1
+
+
 class SessionManager:
     def __init__(
         self,
@@ -342,21 +361,7 @@ class SessionManager:
         elif event.kind == "popup" and not session.closing:
             # A popup is a new Page. Until the host registers it, writes and verified results wait.
             session.popups_pending += 1
-            self._spawn(self._register_popup(session, event))
-
-    async def _register_popup(self, session: ComputerSession, event: GatewayEvent) -> None:
-        try:
-            window = await self.cdp.send("Browser.getWindowForTarget", {"targetId": event.target_id})
-            await self.registry.register(
-                event.target_id,
-                window["windowId"],
-                workspace=session.page.workspace,
-                opener_page_id=session.page.registry_page_id,
-            )
-        except (CDPError, TimeoutError) as exc:
-            log.info("popup %s vanished before registration: %s", event.target_id, exc)
-        finally:
-            session.popups_pending -= 1
+            self._spawn(register_popup(self.cdp, self.registry, session, event))
 
     # -- teardown --------------------------------------------------------------------------------------------
 

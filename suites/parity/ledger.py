@@ -1089,6 +1089,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "the runtime imports mcp, pydantic, aiohttp, re2 only; the host no backend; the lab never what it measures",
     ),
     _req(
+        "lab:seams",
+        "a-house-easy-to-live-in",
+        "negative controls replace named, public seams only: no suite overrides a private method of a runtime or "
+        "host class",
+    ),
+    _req("unit:class-size", "a-house-easy-to-live-in", "no class in runtime/ is over 300 lines"),
+    _req(
         "unit:approvals",
         "needs-user",
         "an approval holds once, for the write, frame, session and host it was granted for, and expires",

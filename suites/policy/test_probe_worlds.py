@@ -1,4 +1,4 @@
-"""The probe's isolated world per document (`PageProbe._world_in`): made once per document and read again while
+"""The probe's isolated world per document (`Worlds.world_in`): made once per document and read again while
 the document lives, replaced after a navigation, and a world that went away is replaced on the spot, on a real
 Page. Why it matters: every act's policy read asks for the worlds of every frame, and a new one per read was one
 round trip per frame and a world left behind in the document each time."""
@@ -11,7 +11,7 @@ from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.workspace import Workspace
 from runtime.cdp import CDPConnection
-from runtime.probe import PageProbe
+from runtime.probe import PageProbe, Worlds
 
 pytestmark = pytest.mark.req("probe:world-per-document")
 
@@ -43,12 +43,12 @@ async def test_the_world_check_catches_a_probe_that_keeps_a_world_across_documen
     workspace: Workspace, tap: CDPTap, fixture_server: FixtureServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A probe that keys its worlds by frame alone (no loaderId) hands out the world of a document that is gone."""
-    keyed = PageProbe._world_in
+    keyed = Worlds.world_in
 
-    async def by_frame_only(self: PageProbe, session: str, frame: dict) -> int | None:  # type: ignore[type-arg]
+    async def by_frame_only(self: Worlds, session: str, frame: dict) -> int | None:  # type: ignore[type-arg]
         return await keyed(self, session, {**frame, "loaderId": ""})
 
-    monkeypatch.setattr(PageProbe, "_world_in", by_frame_only)
+    monkeypatch.setattr(Worlds, "world_in", by_frame_only)
     with pytest.raises(AssertionError, match="a document that is gone"):
         await test_the_probe_keeps_one_world_per_document_and_a_new_document_gets_a_new_one(
             workspace, tap, fixture_server
