@@ -8,6 +8,7 @@ decided here, once, so the two cannot drift apart.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,8 @@ from runtime.service import ComputerUseService
 
 LOCATION = 8
 """Parts of an error's location quoted: a nesting beyond it is elided (the depth limit is in the message)."""
+OBJECTS = ("action", "assertion")
+"""The arguments that are objects."""
 
 
 def quoted(name: object) -> str:
@@ -55,13 +58,28 @@ def unknown_arguments(arguments: Mapping[str, Any]) -> Outcome | None:
     return invalid(f"unknown argument(s) {named}{more}; computer_use takes {allowed}")
 
 
+def unquoted(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments with an `action` or `assertion` sent as a JSON string read as the object it holds: some clients
+    send nested objects that way (the MCP SDK's own validation reads them so: "Claude Desktop is prone to this")."""
+    read = dict(arguments)
+    for name in OBJECTS:
+        value = arguments.get(name)
+        if isinstance(value, str):
+            try:
+                read[name] = json.loads(value)
+            except (ValueError, RecursionError):
+                continue  # not JSON: validation says what is wrong with it
+    return read
+
+
 def parse(arguments: Mapping[str, Any]) -> ComputerUseArgs | Outcome:
-    """The validated arguments, or `invalid_arguments` (with a hint) saying what is wrong with them."""
+    """The validated arguments, or `invalid_arguments` (with a hint) saying what is wrong with them: the one
+    validation of a call's arguments, whichever transport it came on."""
     refused = unknown_arguments(arguments)
     if refused is not None:
         return refused
     try:
-        return ComputerUseArgs.model_validate(dict(arguments))
+        return ComputerUseArgs.model_validate(unquoted(arguments))
     except ValidationError as exc:
         return invalid(explain(exc))
 

@@ -67,6 +67,11 @@ async def test_in_process_tools_list_shows_only_computer_use(agent: Agent) -> No
             {"command": "act", "computer_session_id": "cs_1", "frame_id": "f", "action": {"type": "click"}},
             "click needs ref",
         ),
+        (  # an object sent as a JSON string (as some clients do) is read as the object it holds
+            {"command": "act", "computer_session_id": "cs_1", "frame_id": "f", "action": '{"type": "click"}'},
+            "click needs ref",
+        ),
+        ({"command": "act", "computer_session_id": "cs_1", "frame_id": "f", "action": "click"}, "valid dictionary"),
         ({"command": "verify", "computer_session_id": "cs_1", "assertion": {"type": "all_of", "of": []}}, "empty"),
         ({"command": "observe"}, "observe needs page"),
         ({"command": "observe", "page": "left", "offset": -1}, "offset"),

@@ -37,10 +37,12 @@ from mcp.server.stdio import stdio_server
 from mcp_types.version import OLDEST_SUPPORTED_VERSION
 from pydantic import Field
 
+import runtime.adapter as adapter_module
 import runtime.mcp.server as server_module
 import runtime.verification as verification
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
+from runtime.arguments import ComputerUseArgs
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.client import HostedClient
 from runtime.mcp.server import build_server
@@ -129,9 +131,17 @@ class UnboundedAssertion(Assertion):
     pattern: str | None = Field(None, description="Regex (search).")
 
 
+class UnboundedArgs(ComputerUseArgs):
+    """The arguments with the unbounded assertion."""
+
+    assertion: UnboundedAssertion | None = None
+
+
 def lift_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Build servers from here on with the unbounded assertion (the server resolves its signature's names then)."""
+    """Serve from here on with the unbounded assertion: servers built from now on publish it (they resolve their
+    signature's names then), and the adapter validates every call's arguments with it."""
     monkeypatch.setattr(server_module, "Assertion", UnboundedAssertion)
+    monkeypatch.setattr(adapter_module, "ComputerUseArgs", UnboundedArgs)
 
 
 async def observed_dom_form(one_page_desk: Callable[..., Any], agent: Agent) -> tuple[ComputerUseResult, str]:
