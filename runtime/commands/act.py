@@ -62,8 +62,8 @@ def types_and_submits(backend: Backend) -> bool:
 class Act:
     """`act`. Its seams, what a broken variant may replace: the pointer, the hover wait and the focus check
     (functions, `Parts.pointer`, `Parts.hovered`, `Parts.holds_focus`), and, in a subclass passed as `Parts.act`,
-    `check_policy` (the runtime's read before a write), `recheck` (the checks under the write lease), `send` (the
-    one way an action reaches the backend) and `after` (what the act answers)."""
+    `run` (the whole act), `check_policy` (the runtime's read before a write), `recheck` (the checks under the write
+    lease), `send` (the one way an action reaches the backend) and `after` (what the act answers)."""
 
     def __init__(
         self,

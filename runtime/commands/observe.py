@@ -33,8 +33,8 @@ document order, and takes no screenshot fallback."""
 
 
 class Observe:
-    """`observe`, and the re-observation that answers an act (`frame`). Its seam, what a broken variant may
-    replace in a subclass passed as `Parts.observe`: `frame`."""
+    """`observe`, and the re-observation that answers an act (`frame`). Its seams, what a broken variant may
+    replace in a subclass passed as `Parts.observe`: `run` and `frame`."""
 
     def __init__(self, reach: Reach, registry: PageRegistry, settings: Settings) -> None:
         self.reach = reach
