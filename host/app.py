@@ -31,6 +31,7 @@ from host.providers.base import Provider, ProviderError, ToolSpec
 from host.server import DEMO_TITLE, ConsoleServer, DemoServer, EventLog
 from host.settings import BACKENDS, HostSettings, InvalidSetting, SettingsStore, default_config_dir, validate
 from host.turns import Conversation, Refused, clip
+from host.windows import SIDES, Rect, WindowManager
 from runtime.app import Runtime
 from runtime.browser import PrivateChromium
 from runtime.cdp import CDPError
@@ -45,9 +46,6 @@ from runtime.service import Settings
 
 log = logging.getLogger(__name__)
 
-PLACEMENTS = ("left", "right", "above", "below")
-CHAT_BOUNDS = {"left": 760, "top": 0, "width": 760, "height": 900}
-"""Where the console window opens; Pages open beside it, one chat-sized slot further out per Page on that side."""
 
 DEMO_SCRIPT = Path(__file__).resolve().parent / "scripts" / "demo.json"
 DEMO_MESSAGE = "Please subscribe me to the newsletter on the demo Page."
@@ -140,6 +138,7 @@ class HostApp:
     pairing_class: type[PairingServer] = PairingServer
     mcp_socket_protocol: type[asyncio.Protocol] = OwnerOnlyHTTP
     event_log_class: type[EventLog] = EventLog
+    window_manager_class: type[WindowManager] = WindowManager
 
     def __init__(self, config: AppConfig) -> None:
         self.config = config
@@ -165,7 +164,7 @@ class HostApp:
         self._client_task: asyncio.Task[None] | None = None
         self._client_stop = asyncio.Event()
         self._conversation: Conversation | None = None
-        self._windows: list[str] = []  # targets the app created, closed with it when the browser is not its own
+        self.windows: WindowManager
         self._refreshing: asyncio.Task[None] | None = None
         self._refresh_again = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -201,6 +200,7 @@ class HostApp:
         endpoint = self._chromium.endpoint if self._chromium else config.cdp_endpoint
         settings = Settings(backend=backend, observation_tokens=config.observation_tokens)
         self._runtime = self.runtime = await Runtime.connect(endpoint, settings=settings)
+        self.windows = self.window_manager_class(self.runtime.cdp)
         client = await self._serve_mcp()
         tools = [
             ToolSpec(tool.name, tool.description or "", dict(tool.input_schema))
@@ -231,9 +231,11 @@ class HostApp:
         self._publish_pages()
         await self._serve_pairing()
         self.events.publish({"type": "turn", "state": "idle"})
-        self.events.publish({"type": "notice", "text": " ".join(self._notices)})
+        self.events.publish({"type": "notice", "cause": "app", "text": " ".join(self._notices)})
         if config.open_console:
             await self._open_console()
+            if self._chromium is not None:
+                await self.windows.close_strays()  # Chromium's first tab, behind the console otherwise
         if config.demo:
             self.demo = await DemoServer().start()
             page = await self.open_page(self.demo.url, "left")
@@ -334,67 +336,60 @@ class HostApp:
         # The console's proof of being the console (`host.server`, check 4): in the browser's cookie jar through
         # the app's own browser connection, before the window loads, so even its first request carries it.
         await self.runtime.cdp.send("Storage.setCookies", {"cookies": [self.console.cookie_param()]})
-        target, window = await self._window(self.console.url, CHAT_BOUNDS, background=False)
+        target, window = await self.windows.open(self.console.url, self.windows.chat_bounds(), background=False)
         self.chat_page = await self.runtime.registry.register(target, window, workspace="main", is_chat=True)
         try:
             await asyncio.wait_for(self.console.subscribed.wait(), READY_TIMEOUT)
         except TimeoutError:
             raise StartError(f"the console did not load within {READY_TIMEOUT:g}s") from None
+        if self.windows.work is not None:  # the console reported its screen before it subscribed
+            await self.set_screen(self.windows.work)
 
     async def open_page(self, url: str, placement: str = "right") -> Page:
-        """Open `url` as a new Page in a new window `placement` of the chat (real bounds) and register it."""
-        if placement not in PLACEMENTS:
-            raise Refused(f"placement is one of {', '.join(PLACEMENTS)}", 400)
+        """Open `url` as a new Page in a new window `placement` of the chat, inside the screen's work area (the
+        chat moves or shrinks when both do not fit), and register it."""
+        if placement not in SIDES:
+            raise Refused(f"placement is one of {', '.join(SIDES)}", 400)
         if len(url) > MAX_URL or not url.startswith(("http://", "https://")):
             raise Refused(f"open an http:// or https:// URL (at most {MAX_URL} characters)", 400)
         if origin(url) in {origin(reserved) for reserved in self.reserved_origins()}:
             raise Refused(CONSOLE_NOT_A_PAGE, 400)
         bounds = await self._slot(placement)
-        target, window = await self._window(url, bounds, background=True)
+        target, window = await self.windows.open(url, bounds, background=True)
         page = await self.runtime.registry.register(target, window, workspace="main")
         task = asyncio.create_task(self._until_titled(page))  # the Pages list shows the title once there is one
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return page
 
-    async def _slot(self, placement: str) -> dict[str, int]:
-        """The next free chat-sized slot on that side of the chat, from the chat's real bounds."""
-        chat = dict(CHAT_BOUNDS)
-        if self.chat_page is not None:
-            raw = await self.runtime.cdp.send("Browser.getWindowBounds", {"windowId": self.chat_page.window_id})
-            chat = {key: raw["bounds"].get(key, chat[key]) for key in chat}
+    async def _slot(self, placement: str) -> Rect:
+        """Where the new Page goes, from the chat's and the open Pages' real bounds; moves the chat if it must."""
         registry = self.runtime.registry
-        if self.chat_page is not None:
-            taken = sum(
-                1
-                for page in registry.pages()
-                if not page.is_chat and not registry.is_lost(page) and registry.info(page).relation == placement
-            )
-        else:
-            taken = 0
-        step = taken + 1
-        width, height = chat["width"], chat["height"]
-        left, top = chat["left"], chat["top"]
-        if placement == "left":
-            left -= width * step
-        elif placement == "right":
-            left += width * step
-        elif placement == "above":
-            top -= height * step
-        else:
-            top += height * step
-        return {"left": left, "top": top, "width": width, "height": height}
+        if self.chat_page is None:
+            return self.windows.place(self.windows.chat_bounds(), placement, []).page  # type: ignore[arg-type]
+        live = [p for p in registry.pages() if not p.is_chat and not registry.is_lost(p)]
+        await registry.refresh([p.registry_page_id for p in live])  # the user may have moved windows
+        chat = Rect.of(self.chat_page.geometry)
+        others = [(registry.info(p).relation, Rect.of(p.geometry)) for p in live if not registry.is_lost(p)]
+        placed = self.windows.place(chat, placement, others)  # type: ignore[arg-type]
+        if placed.chat != chat:
+            await self._move_chat(placed.chat)
+        return placed.page
 
-    async def _window(self, url: str, bounds: dict[str, int], *, background: bool) -> tuple[str, int]:
-        cdp = self.runtime.cdp
-        created = await cdp.send(
-            "Target.createTarget", {"url": url, "newWindow": True, "background": background, **bounds}
-        )
-        target = created["targetId"]
-        self._windows.append(target)
-        window = (await cdp.send("Browser.getWindowForTarget", {"targetId": target}))["windowId"]
-        await cdp.send("Browser.setWindowBounds", {"windowId": window, "bounds": bounds})
-        return target, window
+    async def _move_chat(self, bounds: Rect) -> None:
+        assert self.chat_page is not None
+        await self.windows.move(self.chat_page.window_id, bounds)
+        await self.runtime.registry.refresh([])  # the chat's geometry, read back: relations follow it
+
+    async def set_screen(self, work: Rect) -> None:
+        """The console's report of its screen's work area: the chat moves inside it if it is not."""
+        self.windows.work = work
+        if self.chat_page is not None:
+            chat = Rect.of(self.chat_page.geometry)
+            inside = self.windows.chat_bounds(chat)
+            if inside != chat:
+                await self._move_chat(inside)
+                self._publish_pages()
 
     async def until_titled(self, page: Page) -> bool:
         """Wait (bounded) until the Page's document has a title: True once it has (see `_until_titled`)."""
@@ -486,6 +481,15 @@ class HostApp:
     async def decide(self, decision: str) -> None:
         self.conversation.decide(decision)
 
+    async def new_chat(self) -> None:
+        """New chat: the running turn ends, the history and the transcript empty, the provider starts afresh."""
+        try:
+            provider: Provider | None = self.build_provider()
+        except ProviderError:
+            provider = None  # the next model call tries again, and its card says why it cannot
+        await self.conversation.new_chat(provider)
+        self.events.new_chat()
+
     async def set_backend(self, backend: str) -> None:
         """The backend for new ComputerSessions from now on (live sessions keep theirs), saved for the next run."""
         try:
@@ -498,7 +502,11 @@ class HostApp:
             self.settings_store.save(HostSettings(backend=backend))
         except OSError as exc:
             self.events.publish(
-                {"type": "notice", "text": f"The backend is set for this run but could not be saved: {exc.strerror}."}
+                {
+                    "type": "notice",
+                    "cause": "app",
+                    "text": f"The backend is set for this run but could not be saved: {exc.strerror}.",
+                }
             )
 
     async def set_access(self, handle: str, enabled: bool) -> None:
@@ -508,13 +516,18 @@ class HostApp:
         self.runtime.registry.set_access(handle, enabled)
         self._publish_pages()
 
-    async def open_url(self, url: str, placement: str) -> None:
+    async def open_url(self, url: str, placement: str, screen: Rect | None = None) -> None:
         try:
+            if screen is not None:
+                await self.set_screen(screen)
             await self.open_page(url, placement)
         except CDPError as exc:
             raise Refused(f"the browser could not open it: {clip(exc, 200)}", 502) from None
 
-    async def refresh_pages(self) -> None:
+    async def refresh_pages(self, screen: Rect | None = None) -> None:
+        """Re-read the Pages (the console regained focus); `screen`: its work area, as the browser reports it."""
+        if screen is not None:
+            await self.set_screen(screen)
         await self._schedule_refresh()
 
     async def grant_access(self, client: str, pages: list[str], bound: str, minutes: float | None) -> None:
@@ -565,7 +578,7 @@ class HostApp:
                 await asyncio.wait_for(self._mcp_task, 10)
         if self._runtime is not None:
             if self._chromium is None:
-                for target in self._windows:
+                for target in self.windows.created:
                     with contextlib.suppress(CDPError, TimeoutError):
                         await self._runtime.cdp.send("Target.closeTarget", {"targetId": target})
             await self._runtime.close()
