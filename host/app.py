@@ -3,10 +3,11 @@ agent loop, started and stopped together.
 
 The agent loop reaches the runtime the way any MCP client would — over HTTP, through the app's own MCP URL — with
 the first-party adapter attaching a token the app mints per call; there is no in-process shortcut on that path.
-The app's own browser work is the window manager's: it creates the console's and the Pages' windows, gives them
-real bounds (so the relation the registry computes from geometry is the placement the user chose), and registers
-them. Keeping the Pages list current reads browser-level CDP only (target infos, window bounds by window id), so
-the console's liveliness never touches a Page.
+The app's own browser work is the window manager's (`host/windows.py`): it creates the console's and the Pages'
+windows inside the screen's work area, with real bounds (so the relation the registry computes from geometry is the
+placement the user chose), and the app registers them. The Pages feed (`host/pages.py`) keeps the console's Pages
+list current from browser-level CDP only (target infos, window bounds by window id), so the console's liveliness
+never touches a Page.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import uvicorn
 from mcp import Client
 
 from host.grants import GrantStore
+from host.pages import PagesFeed
 from host.pairing import PairingError, PairingServer, mcp_socket_path, socket_path
 from host.providers import make_provider
 from host.providers.base import Provider, ProviderError, ToolSpec
@@ -57,9 +59,6 @@ CONSOLE_NOT_A_PAGE = (
     "That is this console's own address: the console is the chat, never a Page. Open the web site you want the "
     "agent to use instead."
 )
-TITLE_READS = 100
-TITLE_INTERVAL = 0.1
-"""How often, and how many times, a new Page's title is read while it loads (10 s at most)."""
 
 
 def choose_provider(environ: Mapping[str, str] | None = None) -> str:
@@ -165,11 +164,8 @@ class HostApp:
         self._client_stop = asyncio.Event()
         self._conversation: Conversation | None = None
         self.windows: WindowManager
-        self._refreshing: asyncio.Task[None] | None = None
-        self._refresh_again = False
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self.pages: PagesFeed
         self._notices: list[str] = []
-        self._shown_pages: list[dict[str, Any]] | None = None
 
     @property
     def console_url(self) -> str:
@@ -201,6 +197,7 @@ class HostApp:
         settings = Settings(backend=backend, observation_tokens=config.observation_tokens)
         self._runtime = self.runtime = await Runtime.connect(endpoint, settings=settings)
         self.windows = self.window_manager_class(self.runtime.cdp)
+        self.pages = PagesFeed(self.runtime.registry, self.events.publish)
         client = await self._serve_mcp()
         tools = [
             ToolSpec(tool.name, tool.description or "", dict(tool.input_schema))
@@ -219,16 +216,16 @@ class HostApp:
             provider=provider,
             provider_factory=self.build_provider,
             emit=self.events.publish,
-            on_provider_request=self._publish_pages,
+            on_provider_request=self.pages.show,
         )
         self.grants = self.grants_class(self.runtime.registry, self.runtime.new_host, self.events.publish)
         self.runtime.registry.listen(self._on_page_event)
-        self.runtime.cdp.listen(self._on_cdp_event)
+        self.runtime.cdp.listen(self.pages.on_cdp_event)
         await self.console.start(config.console_port)
         for url in self.reserved_origins():
             self.runtime.registry.reserve(url)
         self._publish_settings()
-        self._publish_pages()
+        self.pages.show()
         await self._serve_pairing()
         self.events.publish({"type": "turn", "state": "idle"})
         self.events.publish({"type": "notice", "cause": "app", "text": " ".join(self._notices)})
@@ -239,7 +236,7 @@ class HostApp:
         if config.demo:
             self.demo = await DemoServer().start()
             page = await self.open_page(self.demo.url, "left")
-            if not await self._until_titled(page) or DEMO_TITLE not in page.title:
+            if not await self.pages.until_titled(page) or DEMO_TITLE not in page.title:
                 raise StartError(f"the demo Page did not load (title {page.title!r})")  # the script needs its title
             await self.send_message(DEMO_MESSAGE, [page.registry_page_id])
 
@@ -356,11 +353,7 @@ class HostApp:
             raise Refused(CONSOLE_NOT_A_PAGE, 400)
         bounds = await self._slot(placement)
         target, window = await self.windows.open(url, bounds, background=True)
-        page = await self.runtime.registry.register(target, window, workspace="main")
-        task = asyncio.create_task(self._until_titled(page))  # the Pages list shows the title once there is one
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return page
+        return await self.runtime.registry.register(target, window, workspace="main")  # the feed follows it
 
     async def _slot(self, placement: str) -> Rect:
         """Where the new Page goes, from the chat's and the open Pages' real bounds; moves the chat if it must."""
@@ -389,85 +382,19 @@ class HostApp:
             inside = self.windows.chat_bounds(chat)
             if inside != chat:
                 await self._move_chat(inside)
-                self._publish_pages()
+                self.pages.show()
 
     async def until_titled(self, page: Page) -> bool:
-        """Wait (bounded) until the Page's document has a title: True once it has (see `_until_titled`)."""
-        return await self._until_titled(page)
-
-    async def _until_titled(self, page: Page) -> bool:
-        """Re-read the Page's title until its document has one, bounded; True once it has.
-
-        Chromium announces a target's URL but not the title its document sets, so this reads the target list
-        (browser-level: never a call on the Page) a few times while the Page loads."""
-        registry = self.runtime.registry
-        for _ in range(TITLE_READS):
-            try:
-                await registry.refresh([page.registry_page_id])
-            except (CDPError, TimeoutError):
-                return False
-            if page.title and page.title not in (page.url, page.url.split("://", 1)[-1]):
-                self._publish_pages()
-                return True
-            await asyncio.sleep(TITLE_INTERVAL)
-        return False
+        """Wait (bounded) until the Page's document has a title: True once it has (`PagesFeed.until_titled`)."""
+        return await self.pages.until_titled(page)
 
     # -- keeping the console current ------------------------------------------------------------------------
 
     def _on_page_event(self, page: Page, what: str) -> None:
         if page.is_chat and what == "lost" and self._conversation is not None:
             self._conversation.chat_closed()
-        if what == "registered":
-            self._schedule_refresh()
-        self._publish_pages()
+        self.pages.on_page_event(page, what)
         self.grants.on_page_event(page, what)
-
-    def _on_cdp_event(self, method: str, params: dict[str, Any], session_id: str | None) -> None:
-        if session_id is None and method == "Target.targetInfoChanged":
-            target = (params.get("targetInfo") or {}).get("targetId")
-            if any(page.cdp_target_id == target for page in self.runtime.registry.pages()):
-                self._schedule_refresh()
-
-    def _schedule_refresh(self) -> asyncio.Task[None]:
-        """One refresh at a time; changes during it are picked up by one more round."""
-        if self._refreshing is None or self._refreshing.done():
-            self._refreshing = asyncio.create_task(self._refresh())
-        else:
-            self._refresh_again = True
-        return self._refreshing
-
-    async def _refresh(self) -> None:
-        registry = self.runtime.registry
-        while True:
-            self._refresh_again = False
-            live = [p.registry_page_id for p in registry.pages() if not p.is_chat and not registry.is_lost(p)]
-            try:
-                await registry.refresh(live)
-            except (CDPError, TimeoutError):
-                return  # the browser is going away; the next event or request refreshes again
-            self._publish_pages()
-            if not self._refresh_again:
-                return
-
-    def _publish_pages(self) -> None:
-        registry = self.runtime.registry
-        pages = []
-        for page in registry.pages():
-            if page.is_chat or registry.is_lost(page) or registry.is_reserved(page):
-                continue  # a Page that navigated to the console is nothing the user may tick or grant
-            info = registry.info(page)
-            pages.append(
-                {
-                    "handle": info.handle,
-                    "relation": info.relation,
-                    "title": clip(info.title, 200),
-                    "url": clip(info.url, 500),
-                    "access": page.access_enabled,
-                }
-            )
-        if pages != self._shown_pages:  # most target changes (a load, a title) change nothing the console shows
-            self._shown_pages = pages
-            self.events.publish({"type": "pages", "pages": pages})
 
     def _publish_settings(self) -> None:
         backend = self.runtime.service.settings.backend
@@ -514,7 +441,7 @@ class HostApp:
         if page is None or page.is_chat:
             raise Refused(f"{clip(handle, 40)} is not a Page of this app", 404)
         self.runtime.registry.set_access(handle, enabled)
-        self._publish_pages()
+        self.pages.show()
 
     async def open_url(self, url: str, placement: str, screen: Rect | None = None) -> None:
         try:
@@ -528,7 +455,7 @@ class HostApp:
         """Re-read the Pages (the console regained focus); `screen`: its work area, as the browser reports it."""
         if screen is not None:
             await self.set_screen(screen)
-        await self._schedule_refresh()
+        await self.pages.refresh()
 
     async def grant_access(self, client: str, pages: list[str], bound: str, minutes: float | None) -> None:
         """The user granted a paired MCP client these Pages, until revoked, for `minutes`, or until a Page
@@ -550,11 +477,8 @@ class HostApp:
         """Stop everything this app started, in order; safe to call on a partly started app."""
         if self._conversation is not None:
             await self._conversation.close()
-        for task in [*self._tasks, self._refreshing]:
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        if self._runtime is not None:
+            await self.pages.close()
         for timer in self._grant_timers:
             timer.cancel()
         if self.pairing is not None:

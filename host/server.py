@@ -112,7 +112,8 @@ class ConsoleActions(Protocol):
 COALESCED = ("pages", "grants", "settings")
 """Event types that each carry the whole current state of one list: a newer one replaces the older in the log."""
 LATEST_KEPT = ("turn", "notice")
-"""Event types whose newest one is never evicted (the turn's state, the notice shown): the console's current state."""
+"""Event types whose newest one is never evicted (the turn's state, the notice of each cause): the console's current
+state."""
 MAX_EVENTS = 5000
 MAX_EVENT_BYTES = 4 * 1024 * 1024
 """The event log's bound: at most this many events and this many bytes of event JSON (the oldest go first)."""
@@ -162,6 +163,8 @@ class EventLog:
         raw = json.dumps(event, ensure_ascii=False)
         kind = event.get("type", "")
         kind = kind if kind in COALESCED or kind in LATEST_KEPT else ""
+        if kind == "notice":  # one notice per cause is the console's state: the app's outlives a turn's
+            kind = f"notice:{event.get('cause', 'app')}"
         if kind in COALESCED:
             for position in range(len(self._entries) - 1, -1, -1):  # the one to replace is usually recent
                 if self._entries[position][1] == kind:
