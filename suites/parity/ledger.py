@@ -387,7 +387,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req(
         "app:placement",
         "the-host-app",
-        "every window the app places lies inside the screen's work area, on the side chosen, no Page's relation changed",
+        "every window the app places lies inside the screen's work area, on the side chosen; no relation changes",
     ),
     _req(
         "app:cards-in-words",
