@@ -74,6 +74,7 @@ def test_the_chat_gives_room_when_a_page_does_not_fit_beside_it(work: Rect) -> N
     check(work, ["right", "left", "above", "below", "right"])
 
 
+@pytest.mark.req("app:placement")
 def test_until_the_console_reports_its_screen_pages_go_in_chat_sized_slots() -> None:
     manager = WindowManager(cdp=None)  # type: ignore[arg-type]  # placing is arithmetic: no browser call
     placed = manager.place(CHAT, "right", [("right", Rect(1520, 0, 760, 900))])
