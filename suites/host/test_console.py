@@ -126,6 +126,7 @@ async def test_an_input_notice_clears_when_the_input_is_corrected_or_at_the_next
     assert "Write a message first" in await console.until(
         "document.querySelector('#notice [data-cause=input]')?.textContent"
     )
+    await photograph(console, "an empty message: the notice names the input")
     await console.write("Now there is something.")
     assert await console.text("#notice") == "", "the notice outlived the input it was about"
 
