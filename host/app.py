@@ -20,7 +20,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import uvicorn
 from mcp import Client
@@ -33,7 +33,7 @@ from host.providers.base import Provider, ProviderError, ToolSpec
 from host.server import DEMO_TITLE, ConsoleServer, DemoServer, EventLog
 from host.settings import BACKENDS, HostSettings, InvalidSetting, SettingsStore, default_config_dir, validate
 from host.turns import Conversation, Refused, clip
-from host.windows import SIDES, Rect, WindowManager
+from host.windows import SIDES, Rect, Side, WindowManager
 from runtime.app import Runtime
 from runtime.browser import PrivateChromium
 from runtime.cdp import CDPError
@@ -351,20 +351,20 @@ class HostApp:
             raise Refused(f"open an http:// or https:// URL (at most {MAX_URL} characters)", 400)
         if origin(url) in {origin(reserved) for reserved in self.reserved_origins()}:
             raise Refused(CONSOLE_NOT_A_PAGE, 400)
-        bounds = await self._slot(placement)
+        bounds = await self._slot(cast(Side, placement))
         target, window = await self.windows.open(url, bounds, background=True)
         return await self.runtime.registry.register(target, window, workspace="main")  # the feed follows it
 
-    async def _slot(self, placement: str) -> Rect:
+    async def _slot(self, placement: Side) -> Rect:
         """Where the new Page goes, from the chat's and the open Pages' real bounds; moves the chat if it must."""
         registry = self.runtime.registry
         if self.chat_page is None:
-            return self.windows.place(self.windows.chat_bounds(), placement, []).page  # type: ignore[arg-type]
+            return self.windows.place(self.windows.chat_bounds(), placement, []).page
         live = [p for p in registry.pages() if not p.is_chat and not registry.is_lost(p)]
         await registry.refresh([p.registry_page_id for p in live])  # the user may have moved windows
         chat = Rect.of(self.chat_page.geometry)
         others = [(registry.info(p).relation, Rect.of(p.geometry)) for p in live if not registry.is_lost(p)]
-        placed = self.windows.place(chat, placement, others)  # type: ignore[arg-type]
+        placed = self.windows.place(chat, placement, others)
         if placed.chat != chat:
             await self._move_chat(placed.chat)
         return placed.page
