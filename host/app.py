@@ -3,10 +3,11 @@ agent loop, started and stopped together.
 
 The agent loop reaches the runtime the way any MCP client would — over HTTP, through the app's own MCP URL — with
 the first-party adapter attaching a token the app mints per call; there is no in-process shortcut on that path.
-The app's own browser work is the window manager's: it creates the console's and the Pages' windows, gives them
-real bounds (so the relation the registry computes from geometry is the placement the user chose), and registers
-them. Keeping the Pages list current reads browser-level CDP only (target infos, window bounds by window id), so
-the console's liveliness never touches a Page.
+The app's own browser work is the window manager's (`host/windows.py`): it creates the console's and the Pages'
+windows inside the screen's work area, with real bounds (so the relation the registry computes from geometry is the
+placement the user chose), and the app registers them. The Pages feed (`host/pages.py`) keeps the console's Pages
+list current from browser-level CDP only (target infos, window bounds by window id), so the console's liveliness
+never touches a Page.
 """
 
 from __future__ import annotations
@@ -19,18 +20,20 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import uvicorn
 from mcp import Client
 
 from host.grants import GrantStore
+from host.pages import PagesFeed
 from host.pairing import PairingError, PairingServer, mcp_socket_path, socket_path
 from host.providers import make_provider
 from host.providers.base import Provider, ProviderError, ToolSpec
 from host.server import DEMO_TITLE, ConsoleServer, DemoServer, EventLog
 from host.settings import BACKENDS, HostSettings, InvalidSetting, SettingsStore, default_config_dir, validate
 from host.turns import Conversation, Refused, clip
+from host.windows import SIDES, Rect, Side, WindowManager
 from runtime.app import Runtime
 from runtime.browser import PrivateChromium
 from runtime.cdp import CDPError
@@ -45,9 +48,6 @@ from runtime.service import Settings
 
 log = logging.getLogger(__name__)
 
-PLACEMENTS = ("left", "right", "above", "below")
-CHAT_BOUNDS = {"left": 760, "top": 0, "width": 760, "height": 900}
-"""Where the console window opens; Pages open beside it, one chat-sized slot further out per Page on that side."""
 
 DEMO_SCRIPT = Path(__file__).resolve().parent / "scripts" / "demo.json"
 DEMO_MESSAGE = "Please subscribe me to the newsletter on the demo Page."
@@ -59,9 +59,6 @@ CONSOLE_NOT_A_PAGE = (
     "That is this console's own address: the console is the chat, never a Page. Open the web site you want the "
     "agent to use instead."
 )
-TITLE_READS = 100
-TITLE_INTERVAL = 0.1
-"""How often, and how many times, a new Page's title is read while it loads (10 s at most)."""
 
 
 def choose_provider(environ: Mapping[str, str] | None = None) -> str:
@@ -140,6 +137,7 @@ class HostApp:
     pairing_class: type[PairingServer] = PairingServer
     mcp_socket_protocol: type[asyncio.Protocol] = OwnerOnlyHTTP
     event_log_class: type[EventLog] = EventLog
+    window_manager_class: type[WindowManager] = WindowManager
 
     def __init__(self, config: AppConfig) -> None:
         self.config = config
@@ -165,12 +163,9 @@ class HostApp:
         self._client_task: asyncio.Task[None] | None = None
         self._client_stop = asyncio.Event()
         self._conversation: Conversation | None = None
-        self._windows: list[str] = []  # targets the app created, closed with it when the browser is not its own
-        self._refreshing: asyncio.Task[None] | None = None
-        self._refresh_again = False
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self.windows: WindowManager
+        self.pages: PagesFeed
         self._notices: list[str] = []
-        self._shown_pages: list[dict[str, Any]] | None = None
 
     @property
     def console_url(self) -> str:
@@ -201,6 +196,8 @@ class HostApp:
         endpoint = self._chromium.endpoint if self._chromium else config.cdp_endpoint
         settings = Settings(backend=backend, observation_tokens=config.observation_tokens)
         self._runtime = self.runtime = await Runtime.connect(endpoint, settings=settings)
+        self.windows = self.window_manager_class(self.runtime.cdp)
+        self.pages = PagesFeed(self.runtime.registry, self.events.publish)
         client = await self._serve_mcp()
         tools = [
             ToolSpec(tool.name, tool.description or "", dict(tool.input_schema))
@@ -219,25 +216,27 @@ class HostApp:
             provider=provider,
             provider_factory=self.build_provider,
             emit=self.events.publish,
-            on_provider_request=self._publish_pages,
+            on_provider_request=self.pages.show,
         )
         self.grants = self.grants_class(self.runtime.registry, self.runtime.new_host, self.events.publish)
         self.runtime.registry.listen(self._on_page_event)
-        self.runtime.cdp.listen(self._on_cdp_event)
+        self.runtime.cdp.listen(self.pages.on_cdp_event)
         await self.console.start(config.console_port)
         for url in self.reserved_origins():
             self.runtime.registry.reserve(url)
         self._publish_settings()
-        self._publish_pages()
+        self.pages.show()
         await self._serve_pairing()
         self.events.publish({"type": "turn", "state": "idle"})
-        self.events.publish({"type": "notice", "text": " ".join(self._notices)})
+        self.events.publish({"type": "notice", "cause": "app", "text": " ".join(self._notices)})
         if config.open_console:
             await self._open_console()
+            if self._chromium is not None:
+                await self.windows.close_strays()  # Chromium's first tab, behind the console otherwise
         if config.demo:
             self.demo = await DemoServer().start()
             page = await self.open_page(self.demo.url, "left")
-            if not await self._until_titled(page) or DEMO_TITLE not in page.title:
+            if not await self.pages.until_titled(page) or DEMO_TITLE not in page.title:
                 raise StartError(f"the demo Page did not load (title {page.title!r})")  # the script needs its title
             await self.send_message(DEMO_MESSAGE, [page.registry_page_id])
 
@@ -334,145 +333,68 @@ class HostApp:
         # The console's proof of being the console (`host.server`, check 4): in the browser's cookie jar through
         # the app's own browser connection, before the window loads, so even its first request carries it.
         await self.runtime.cdp.send("Storage.setCookies", {"cookies": [self.console.cookie_param()]})
-        target, window = await self._window(self.console.url, CHAT_BOUNDS, background=False)
+        target, window = await self.windows.open(self.console.url, self.windows.chat_bounds(), background=False)
         self.chat_page = await self.runtime.registry.register(target, window, workspace="main", is_chat=True)
         try:
             await asyncio.wait_for(self.console.subscribed.wait(), READY_TIMEOUT)
         except TimeoutError:
             raise StartError(f"the console did not load within {READY_TIMEOUT:g}s") from None
+        if self.windows.work is not None:  # the console reported its screen before it subscribed
+            await self.set_screen(self.windows.work)
 
     async def open_page(self, url: str, placement: str = "right") -> Page:
-        """Open `url` as a new Page in a new window `placement` of the chat (real bounds) and register it."""
-        if placement not in PLACEMENTS:
-            raise Refused(f"placement is one of {', '.join(PLACEMENTS)}", 400)
+        """Open `url` as a new Page in a new window `placement` of the chat, inside the screen's work area (the
+        chat moves or shrinks when both do not fit), and register it."""
+        if placement not in SIDES:
+            raise Refused(f"placement is one of {', '.join(SIDES)}", 400)
         if len(url) > MAX_URL or not url.startswith(("http://", "https://")):
             raise Refused(f"open an http:// or https:// URL (at most {MAX_URL} characters)", 400)
         if origin(url) in {origin(reserved) for reserved in self.reserved_origins()}:
             raise Refused(CONSOLE_NOT_A_PAGE, 400)
-        bounds = await self._slot(placement)
-        target, window = await self._window(url, bounds, background=True)
-        page = await self.runtime.registry.register(target, window, workspace="main")
-        task = asyncio.create_task(self._until_titled(page))  # the Pages list shows the title once there is one
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return page
+        bounds = await self._slot(cast(Side, placement))
+        target, window = await self.windows.open(url, bounds, background=True)
+        return await self.runtime.registry.register(target, window, workspace="main")  # the feed follows it
 
-    async def _slot(self, placement: str) -> dict[str, int]:
-        """The next free chat-sized slot on that side of the chat, from the chat's real bounds."""
-        chat = dict(CHAT_BOUNDS)
-        if self.chat_page is not None:
-            raw = await self.runtime.cdp.send("Browser.getWindowBounds", {"windowId": self.chat_page.window_id})
-            chat = {key: raw["bounds"].get(key, chat[key]) for key in chat}
+    async def _slot(self, placement: Side) -> Rect:
+        """Where the new Page goes, from the chat's and the open Pages' real bounds; moves the chat if it must."""
         registry = self.runtime.registry
-        if self.chat_page is not None:
-            taken = sum(
-                1
-                for page in registry.pages()
-                if not page.is_chat and not registry.is_lost(page) and registry.info(page).relation == placement
-            )
-        else:
-            taken = 0
-        step = taken + 1
-        width, height = chat["width"], chat["height"]
-        left, top = chat["left"], chat["top"]
-        if placement == "left":
-            left -= width * step
-        elif placement == "right":
-            left += width * step
-        elif placement == "above":
-            top -= height * step
-        else:
-            top += height * step
-        return {"left": left, "top": top, "width": width, "height": height}
+        if self.chat_page is None:
+            return self.windows.place(self.windows.chat_bounds(), placement, []).page
+        live = [p for p in registry.pages() if not p.is_chat and not registry.is_lost(p)]
+        await registry.refresh([p.registry_page_id for p in live])  # the user may have moved windows
+        chat = Rect.of(self.chat_page.geometry)
+        others = [(registry.info(p).relation, Rect.of(p.geometry)) for p in live if not registry.is_lost(p)]
+        placed = self.windows.place(chat, placement, others)
+        if placed.chat != chat:
+            await self._move_chat(placed.chat)
+        return placed.page
 
-    async def _window(self, url: str, bounds: dict[str, int], *, background: bool) -> tuple[str, int]:
-        cdp = self.runtime.cdp
-        created = await cdp.send(
-            "Target.createTarget", {"url": url, "newWindow": True, "background": background, **bounds}
-        )
-        target = created["targetId"]
-        self._windows.append(target)
-        window = (await cdp.send("Browser.getWindowForTarget", {"targetId": target}))["windowId"]
-        await cdp.send("Browser.setWindowBounds", {"windowId": window, "bounds": bounds})
-        return target, window
+    async def _move_chat(self, bounds: Rect) -> None:
+        assert self.chat_page is not None
+        await self.windows.move(self.chat_page.window_id, bounds)
+        await self.runtime.registry.refresh([])  # the chat's geometry, read back: relations follow it
+
+    async def set_screen(self, work: Rect) -> None:
+        """The console's report of its screen's work area: the chat moves inside it if it is not."""
+        self.windows.work = work
+        if self.chat_page is not None:
+            chat = Rect.of(self.chat_page.geometry)
+            inside = self.windows.chat_bounds(chat)
+            if inside != chat:
+                await self._move_chat(inside)
+                self.pages.show()
 
     async def until_titled(self, page: Page) -> bool:
-        """Wait (bounded) until the Page's document has a title: True once it has (see `_until_titled`)."""
-        return await self._until_titled(page)
-
-    async def _until_titled(self, page: Page) -> bool:
-        """Re-read the Page's title until its document has one, bounded; True once it has.
-
-        Chromium announces a target's URL but not the title its document sets, so this reads the target list
-        (browser-level: never a call on the Page) a few times while the Page loads."""
-        registry = self.runtime.registry
-        for _ in range(TITLE_READS):
-            try:
-                await registry.refresh([page.registry_page_id])
-            except (CDPError, TimeoutError):
-                return False
-            if page.title and page.title not in (page.url, page.url.split("://", 1)[-1]):
-                self._publish_pages()
-                return True
-            await asyncio.sleep(TITLE_INTERVAL)
-        return False
+        """Wait (bounded) until the Page's document has a title: True once it has (`PagesFeed.until_titled`)."""
+        return await self.pages.until_titled(page)
 
     # -- keeping the console current ------------------------------------------------------------------------
 
     def _on_page_event(self, page: Page, what: str) -> None:
         if page.is_chat and what == "lost" and self._conversation is not None:
             self._conversation.chat_closed()
-        if what == "registered":
-            self._schedule_refresh()
-        self._publish_pages()
+        self.pages.on_page_event(page, what)
         self.grants.on_page_event(page, what)
-
-    def _on_cdp_event(self, method: str, params: dict[str, Any], session_id: str | None) -> None:
-        if session_id is None and method == "Target.targetInfoChanged":
-            target = (params.get("targetInfo") or {}).get("targetId")
-            if any(page.cdp_target_id == target for page in self.runtime.registry.pages()):
-                self._schedule_refresh()
-
-    def _schedule_refresh(self) -> asyncio.Task[None]:
-        """One refresh at a time; changes during it are picked up by one more round."""
-        if self._refreshing is None or self._refreshing.done():
-            self._refreshing = asyncio.create_task(self._refresh())
-        else:
-            self._refresh_again = True
-        return self._refreshing
-
-    async def _refresh(self) -> None:
-        registry = self.runtime.registry
-        while True:
-            self._refresh_again = False
-            live = [p.registry_page_id for p in registry.pages() if not p.is_chat and not registry.is_lost(p)]
-            try:
-                await registry.refresh(live)
-            except (CDPError, TimeoutError):
-                return  # the browser is going away; the next event or request refreshes again
-            self._publish_pages()
-            if not self._refresh_again:
-                return
-
-    def _publish_pages(self) -> None:
-        registry = self.runtime.registry
-        pages = []
-        for page in registry.pages():
-            if page.is_chat or registry.is_lost(page) or registry.is_reserved(page):
-                continue  # a Page that navigated to the console is nothing the user may tick or grant
-            info = registry.info(page)
-            pages.append(
-                {
-                    "handle": info.handle,
-                    "relation": info.relation,
-                    "title": clip(info.title, 200),
-                    "url": clip(info.url, 500),
-                    "access": page.access_enabled,
-                }
-            )
-        if pages != self._shown_pages:  # most target changes (a load, a title) change nothing the console shows
-            self._shown_pages = pages
-            self.events.publish({"type": "pages", "pages": pages})
 
     def _publish_settings(self) -> None:
         backend = self.runtime.service.settings.backend
@@ -486,6 +408,15 @@ class HostApp:
     async def decide(self, decision: str) -> None:
         self.conversation.decide(decision)
 
+    async def new_chat(self) -> None:
+        """New chat: the running turn ends, the history and the transcript empty, the provider starts afresh."""
+        try:
+            provider: Provider | None = self.build_provider()
+        except ProviderError:
+            provider = None  # the next model call tries again, and its card says why it cannot
+        await self.conversation.new_chat(provider)
+        self.events.new_chat()
+
     async def set_backend(self, backend: str) -> None:
         """The backend for new ComputerSessions from now on (live sessions keep theirs), saved for the next run."""
         try:
@@ -498,7 +429,11 @@ class HostApp:
             self.settings_store.save(HostSettings(backend=backend))
         except OSError as exc:
             self.events.publish(
-                {"type": "notice", "text": f"The backend is set for this run but could not be saved: {exc.strerror}."}
+                {
+                    "type": "notice",
+                    "cause": "app",
+                    "text": f"The backend is set for this run but could not be saved: {exc.strerror}.",
+                }
             )
 
     async def set_access(self, handle: str, enabled: bool) -> None:
@@ -506,16 +441,21 @@ class HostApp:
         if page is None or page.is_chat:
             raise Refused(f"{clip(handle, 40)} is not a Page of this app", 404)
         self.runtime.registry.set_access(handle, enabled)
-        self._publish_pages()
+        self.pages.show()
 
-    async def open_url(self, url: str, placement: str) -> None:
+    async def open_url(self, url: str, placement: str, screen: Rect | None = None) -> None:
         try:
+            if screen is not None:
+                await self.set_screen(screen)
             await self.open_page(url, placement)
         except CDPError as exc:
             raise Refused(f"the browser could not open it: {clip(exc, 200)}", 502) from None
 
-    async def refresh_pages(self) -> None:
-        await self._schedule_refresh()
+    async def refresh_pages(self, screen: Rect | None = None) -> None:
+        """Re-read the Pages (the console regained focus); `screen`: its work area, as the browser reports it."""
+        if screen is not None:
+            await self.set_screen(screen)
+        await self.pages.refresh()
 
     async def grant_access(self, client: str, pages: list[str], bound: str, minutes: float | None) -> None:
         """The user granted a paired MCP client these Pages, until revoked, for `minutes`, or until a Page
@@ -537,11 +477,8 @@ class HostApp:
         """Stop everything this app started, in order; safe to call on a partly started app."""
         if self._conversation is not None:
             await self._conversation.close()
-        for task in [*self._tasks, self._refreshing]:
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        if self._runtime is not None:
+            await self.pages.close()
         for timer in self._grant_timers:
             timer.cancel()
         if self.pairing is not None:
@@ -565,7 +502,7 @@ class HostApp:
                 await asyncio.wait_for(self._mcp_task, 10)
         if self._runtime is not None:
             if self._chromium is None:
-                for target in self._windows:
+                for target in self.windows.created:
                     with contextlib.suppress(CDPError, TimeoutError):
                         await self._runtime.cdp.send("Target.closeTarget", {"targetId": target})
             await self._runtime.close()

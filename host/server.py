@@ -47,6 +47,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from host.turns import Refused
+from host.windows import Rect
 from runtime.listeners import BACKLOG, BoundedAppRunner
 
 log = logging.getLogger(__name__)
@@ -95,9 +96,11 @@ class ConsoleActions(Protocol):
 
     async def set_access(self, handle: str, enabled: bool) -> None: ...
 
-    async def open_url(self, url: str, placement: str) -> None: ...
+    async def new_chat(self) -> None: ...
 
-    async def refresh_pages(self) -> None: ...
+    async def open_url(self, url: str, placement: str, screen: Rect | None = None) -> None: ...
+
+    async def refresh_pages(self, screen: Rect | None = None) -> None: ...
 
     async def grant_access(self, client: str, pages: list[str], bound: str, minutes: float | None) -> None: ...
 
@@ -109,7 +112,8 @@ class ConsoleActions(Protocol):
 COALESCED = ("pages", "grants", "settings")
 """Event types that each carry the whole current state of one list: a newer one replaces the older in the log."""
 LATEST_KEPT = ("turn", "notice")
-"""Event types whose newest one is never evicted (the turn's state, the notice shown): the console's current state."""
+"""Event types whose newest one is never evicted (the turn's state, the notice of each cause): the console's current
+state."""
 MAX_EVENTS = 5000
 MAX_EVENT_BYTES = 4 * 1024 * 1024
 """The event log's bound: at most this many events and this many bytes of event JSON (the oldest go first)."""
@@ -159,6 +163,8 @@ class EventLog:
         raw = json.dumps(event, ensure_ascii=False)
         kind = event.get("type", "")
         kind = kind if kind in COALESCED or kind in LATEST_KEPT else ""
+        if kind == "notice":  # one notice per cause is the console's state: the app's outlives a turn's
+            kind = f"notice:{event.get('cause', 'app')}"
         if kind in COALESCED:
             for position in range(len(self._entries) - 1, -1, -1):  # the one to replace is usually recent
                 if self._entries[position][1] == kind:
@@ -172,6 +178,14 @@ class EventLog:
         self.trim()
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+
+    def new_chat(self) -> None:
+        """A new chat: the old one's messages, text and cards leave the log (a reload shows the new chat only),
+        then `new_chat` tells the consoles following it to clear their history."""
+        kept = [entry for entry in self._entries if entry[1]]
+        self.bytes = sum(_size(raw) for _, _, raw in kept)
+        self._entries = kept
+        self.publish({"type": "new_chat"})
 
     def trim(self) -> None:
         """Evict the oldest evictable events until the log is within its bound (the newest event always stays)."""
@@ -233,6 +247,7 @@ class ConsoleServer:
         self._routes: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {
             "api/message": self._message,
             "api/decide": self._decide,
+            "api/new_chat": self._new_chat,
             "api/settings": self._settings,
             "api/access": self._access,
             "api/open": self._open,
@@ -385,6 +400,9 @@ class ConsoleServer:
             raise Refused("decision is continue, allow, stop or retry", 400)
         await self.actions.decide(decision)
 
+    async def _new_chat(self, body: dict[str, Any]) -> None:
+        await self.actions.new_chat()
+
     async def _settings(self, body: dict[str, Any]) -> None:
         backend = body.get("backend")
         if not isinstance(backend, str):
@@ -400,11 +418,11 @@ class ConsoleServer:
     async def _open(self, body: dict[str, Any]) -> None:
         url, placement = body.get("url"), body.get("placement", "right")
         if not isinstance(url, str) or not isinstance(placement, str):
-            raise Refused("open is {url: string, placement: left|right|above|below}", 400)
-        await self.actions.open_url(url, placement)
+            raise Refused("open is {url: string, placement: left|right|above|below, screen?}", 400)
+        await self.actions.open_url(url, placement, _screen(body))
 
     async def _refresh(self, body: dict[str, Any]) -> None:
-        await self.actions.refresh_pages()
+        await self.actions.refresh_pages(_screen(body))
 
     async def _grant(self, body: dict[str, Any]) -> None:
         client, pages, bound, minutes = body.get("client"), body.get("pages"), body.get("bound"), body.get("minutes")
@@ -429,6 +447,26 @@ class ConsoleServer:
         if not isinstance(client, str):
             raise Refused("deny is {client: id}", 400)
         await self.actions.deny_access(client)
+
+
+SCREEN_KEYS = ("availLeft", "availTop", "availWidth", "availHeight")
+SCREEN_RANGE = 100_000
+"""Pixels: a work area's position and size must be within this (no screen is larger)."""
+MIN_SCREEN = 200
+
+
+def _screen(body: dict[str, Any]) -> Rect | None:
+    """The work area the console read from its browser (`screen.availLeft/Top/Width/Height`), if it sent one."""
+    screen = body.get("screen")
+    if screen is None:
+        return None
+    values = [screen.get(key) if isinstance(screen, dict) else None for key in SCREEN_KEYS]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and abs(v) <= SCREEN_RANGE for v in values):
+        raise Refused("screen is {availLeft, availTop, availWidth, availHeight}: integers (pixels)", 400)
+    left, top, width, height = values
+    if width < MIN_SCREEN or height < MIN_SCREEN:  # type: ignore[operator]
+        raise Refused(f"a screen's work area is at least {MIN_SCREEN}×{MIN_SCREEN} pixels", 400)
+    return Rect(left, top, width, height)  # type: ignore[arg-type]
 
 
 class DemoServer:

@@ -26,6 +26,7 @@ from typing import Any
 
 from mcp.types import CallToolResult, ImageContent, TextContent
 
+from host.cards import YOURS, Card, clip, describe_call, element_names, needs_you, words
 from host.providers.base import (
     IMAGE_PLACEHOLDER,
     AssistantTurn,
@@ -70,9 +71,6 @@ MAX_MESSAGE = 16_000
 MAX_REPLY_TEXT = 64_000
 """Characters of model text shown per message (the transcript keeps the provider's reply as it came)."""
 
-SHORT = 300
-"""Characters of any one field of a card (page titles, messages and hints come from pages and models)."""
-
 Emit = Callable[[dict[str, Any]], None]
 ProviderFactory = Callable[[], Provider]
 
@@ -83,11 +81,6 @@ class Refused(Exception):
     def __init__(self, message: str, status: int = 409) -> None:
         super().__init__(message)
         self.status = status
-
-
-def clip(text: object, limit: int = SHORT) -> str:
-    value = str(text)
-    return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
 def for_request(transcript: Sequence[Entry]) -> list[Entry]:
@@ -105,27 +98,6 @@ def for_request(transcript: Sequence[Entry]) -> list[Entry]:
             )
         sent.append(entry)
     return sent
-
-
-def describe_call(arguments: dict[str, Any]) -> str:
-    """A card's one-line summary of a `computer_use` call: the command and what it is about."""
-    parts = [str(arguments.get("command", "?"))]
-    if arguments.get("page"):
-        parts.append(str(arguments["page"]))
-    action = arguments.get("action")
-    if isinstance(action, dict):
-        parts.append(str(action.get("type", "?")))
-        for key in ("ref", "key", "url", "direction"):
-            if action.get(key):
-                parts.append(str(action[key]))
-        if action.get("text") is not None:
-            parts.append(json.dumps(str(action["text"]), ensure_ascii=False))
-    assertion = arguments.get("assertion")
-    if isinstance(assertion, dict):
-        parts.append(str(assertion.get("type", "?")))
-    if arguments.get("detail") not in (None, "interactive"):
-        parts.append(f"detail={arguments['detail']}")
-    return clip(" ".join(parts), 200)
 
 
 def _approval_card(offer: ApprovalRequest) -> dict[str, str]:
@@ -183,6 +155,7 @@ class Conversation:
         self._messages = itertools.count(1)
         self._errors = itertools.count(1)
         self._sessions: dict[str, tuple[str, str]] = {}  # computer_session_id -> (Page handle, card label)
+        self._names: dict[str, dict[str, str]] = {}  # computer_session_id -> ref -> element name, for card words
         self._offer: tuple[ApprovalRequest, dict[str, Any]] | None = None
         """The write the user may allow once while the turn waits for them, and the call that asked for it."""
 
@@ -206,8 +179,8 @@ class Conversation:
                 raise Refused(f"{clip(handle, 40)} is not an open Page you can tick.", status=400)
         turn = self._host.start_turn(handles)
         self.transcript.append(UserText(text))
-        self._emit({"type": "notice", "text": ""})
-        self._emit({"type": "message", "id": self._message_id(), "role": "user", "text": text})
+        self._emit({"type": "notice", "cause": "turn", "text": ""})  # what the last turn left to say is past
+        self._emit({"type": "message", "id": self._message_id(), "role": "user", "text": text, "pages": handles})
         self._task = asyncio.create_task(self._run(turn))
 
     def decide(self, decision: str) -> None:
@@ -224,7 +197,7 @@ class Conversation:
         """The chat Page is gone: nobody can follow or answer the turn any more, so it ends."""
         if self._task is not None and not self._task.done():
             self._task.cancel()
-            self._emit({"type": "notice", "text": "The chat Page was closed: the turn ended."})
+            self._emit({"type": "notice", "cause": "turn", "text": "The chat Page was closed: the turn ended."})
 
     @property
     def busy(self) -> bool:
@@ -243,6 +216,15 @@ class Conversation:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    async def new_chat(self, provider: Provider | None) -> None:
+        """The console's New chat: the running turn (if any) ends, the transcript empties, and the provider is this
+        fresh one (None: made again at the next model call), so a script provider starts its script over."""
+        await self.cancel()
+        if self._provider is not None and self._provider is not provider:
+            await self._provider.close()
+        self._provider = None
+        await self.reset(provider)
+
     async def reset(self, provider: Provider | None = None) -> None:
         """Start a new chat: an empty transcript and, when given, another provider (the old one is closed). The
         evaluation runner (`host.evals`) asks each question in a chat of its own. Refused while a turn runs."""
@@ -254,6 +236,7 @@ class Conversation:
             self._provider = provider
         self.transcript = []
         self._sessions.clear()
+        self._names.clear()
         self.model_calls = 0
         self.usage = None
 
@@ -278,6 +261,7 @@ class Conversation:
                     self._emit(
                         {
                             "type": "notice",
+                            "cause": "turn",
                             "text": f"The turn stopped after {self.max_model_calls} model calls. Send a message to "
                             "go on.",
                         }
@@ -313,7 +297,13 @@ class Conversation:
         except Exception:
             # A bug of ours must not take the app down with it; the user sees that the turn ended, and why.
             log.exception("the turn failed")
-            self._emit({"type": "notice", "text": "The turn ended after an unexpected error (see the app's log)."})
+            self._emit(
+                {
+                    "type": "notice",
+                    "cause": "turn",
+                    "text": "The turn ended after an unexpected error (see the app's log).",
+                }
+            )
         finally:
             self._decision = None
             self._offer = None
@@ -343,19 +333,23 @@ class Conversation:
         return reply
 
     async def _after_provider_error(self, message: str, error: ProviderError) -> str:
-        card = f"provider-error-{next(self._errors)}"
+        """The failed request's card; the turn waits for Retry or Stop, or ends at once when a retry cannot help."""
         self._emit(
-            {
-                "type": "provider_error",
-                "message": message,
-                "call_id": card,
-                "kind": error.kind,
-                "reason": clip(f"{error.kind}: {error.message}", 600),
-                "retryable": error.retryable,
-            }
+            Card(
+                message,
+                f"provider-error-{next(self._errors)}",
+                "failed",
+                "The model request failed",
+                kind="provider_error",
+                detail=error.message,
+                reason=f"{error.kind}: {error.message}",
+                retryable=error.retryable,
+            ).event()
         )
         if error.kind == "missing_key":
-            self._emit({"type": "notice", "text": clip(error.message, 600)})
+            self._emit({"type": "notice", "cause": "app", "text": clip(error.message, 600)})
+        if not error.retryable:
+            return "stop"
         self._set_state("error")
         decision = await self._wait_for("retry", "stop")
         if decision == "retry":
@@ -392,61 +386,71 @@ class Conversation:
         """One tool call and its card. Returns its result and, when it needs the user, the handle of its Page."""
         arguments = call.arguments
         handle, label = self._page_of(arguments)
-        card: dict[str, Any] = {
-            "type": "card",
-            "message": message,
-            "call_id": clip(call.id, 100),
-            "command": describe_call(arguments) if call.name == TOOL else clip(call.name, 100),
-            "backend": "",
-            "reason": "",
-            "hint": "",
-            "page": label,
-            "summary": "",
-        }
-        self._emit({**card, "status": "running"})
+        card = self._card(message, call, label)
+        self._emit(card.event())
         refusal = None
         if call.name != TOOL:
             refusal = f"there is no tool {clip(call.name, 60)!r}; the only tool is {TOOL}"
         elif "request" in arguments:  # the adapter's own parameter: not a computer_use argument either
             refusal = "unknown argument(s) request; see the computer_use schema"
         if refusal is not None:
-            self._emit({**card, "status": "failed", "reason": refusal})
+            self._emit(self._failed(card, arguments, refusal).event())
             return ToolResult(call.id, json.dumps({"status": "failed", "message": refusal}), is_error=True), None
         try:
             raw = await self._client.call(request, **arguments)
             result, image = _result_of(raw)
         except asyncio.CancelledError:
-            self._emit({**card, "status": "failed", "reason": "cancelled: the turn ended during this call"})
+            self._emit(self._failed(card, arguments, "cancelled: the turn ended during this call").event())
             raise
         except Exception as exc:
             # The MCP connection or the answer broke, not the call's rules: say so, as a failed call.
             text = f"the MCP call failed ({type(exc).__name__}: {clip(exc, 200)})"
-            self._emit({**card, "status": "failed", "reason": text})
+            self._emit(self._failed(card, arguments, text).event())
             return ToolResult(call.id, json.dumps({"status": "failed", "message": text}), is_error=True), None
         if result.page is not None:
             handle, label = result.page.handle, self._label(result.page.handle, result.page.title)
             if result.computer_session_id:
                 self._sessions[result.computer_session_id] = (handle, label)
-        reason = f"{result.reason_code}: {result.message}" if result.reason_code is not None else ""
         offer = self._approvable(arguments) if result.status == "needs_user" else None
-        self._emit(
-            {
-                **card,
-                "status": result.status,
-                "backend": result.backend or "",
-                "reason": clip(reason, 600),
-                "hint": clip(result.hint or ""),
-                "page": label,
-                "summary": clip(result.message) if result.status == "ok" else "",
-                **({"approval": _approval_card(offer)} if offer is not None else {}),
-            }
-        )
+        self._emit(self._ended(card.but(page=label), arguments, result, offer).event())
+        if result.observation and result.computer_session_id:  # the names of the elements later cards speak of
+            self._names.setdefault(result.computer_session_id, {}).update(element_names(result.observation))
         if offer is not None:
             self._offer = (offer, arguments)
         text = as_text(result.model_dump(mode="json", exclude_none=True))
         tool_result = ToolResult(call.id, text, image=image, is_error=result.status == "failed")
         # Only the handle goes back to the model as the user's words: a Page's title is the Page's to choose.
         return tool_result, (handle or "the Page") if result.status == "needs_user" else None
+
+    def _card(self, message: str, call: ToolCall, label: str) -> Card:
+        """The running card of a call, headed in the person's words."""
+        if call.name != TOOL:
+            return Card(message, call.id, "running", f"Calling {clip(call.name, 60)}", command=clip(call.name, 100))
+        running, _, _ = words(call.arguments, self._names_of(call.arguments), self._title_of(label))
+        return Card(message, call.id, "running", running, command=describe_call(call.arguments), page=label)
+
+    def _failed(self, card: Card, arguments: dict[str, Any], reason: str) -> Card:
+        _, _, failed = words(arguments, self._names_of(arguments), self._title_of(card.page))
+        return card.but(status="failed", headline=f"Could not {failed}", detail=reason, reason=reason)
+
+    def _ended(
+        self, card: Card, arguments: dict[str, Any], result: ComputerUseResult, offer: ApprovalRequest | None
+    ) -> Card:
+        """The card once the runtime answered: ok, failed with its reason, or what the person must do."""
+        names = self._names_of(arguments)
+        _, done, failed = words(arguments, names, self._title_of(card.page))
+        reason = f"{result.reason_code}: {result.message}" if result.reason_code is not None else ""
+        card = card.but(status=result.status, backend=result.backend or "", reason=reason, hint=result.hint or "")
+        if result.status == "ok":
+            if result.verified is False:
+                return card.but(headline=f"Could not {failed}", detail="It did not hold.", summary=result.message)
+            return card.but(headline=done, summary=result.message)
+        if result.status == "needs_user":
+            where = f" on {self._title_of(card.page)}" if card.page else ""
+            what = needs_you(result.message, names, arguments)
+            approval = _approval_card(offer) if offer is not None else None
+            return card.but(headline=f"Needs you: {what}{where}", detail=YOURS, approval=approval)
+        return card.but(headline=f"Could not {failed}", detail=result.message)
 
     def _approvable(self, arguments: dict[str, Any]) -> ApprovalRequest | None:
         """The runtime's request for the act it just handed over, if the user may allow that write once."""
@@ -465,27 +469,31 @@ class Conversation:
         assert self._offer is not None
         offer, arguments = self._offer
         self._offer = None
-        card: dict[str, Any] = {
-            "type": "card",
-            "message": message,
-            "call_id": f"allowed-{offer.id}",
-            "command": clip(f"allowed once: {describe_call(arguments)}", 200),
-            "backend": "",
-            "reason": "",
-            "hint": "",
-            "page": self._page_of(arguments)[1],
-            "summary": "",
-        }
-        self._emit({**card, "status": "running"})
+        label = self._page_of(arguments)[1]
+        running, done, failed = words(arguments, self._names_of(arguments), self._title_of(label))
+        card = Card(
+            message,
+            f"allowed-{offer.id}",
+            "running",
+            f"Allowed once: {running}",
+            kind="allowed",
+            command=f"allowed once: {describe_call(arguments)}",
+            page=label,
+        )
+        self._emit(card.event())
         try:
             raw = await self._client.call_approved(request, self._host.approve(offer), arguments)
             result, _ = _result_of(raw)
         except Exception as exc:  # the connection or the answer broke: the write may not have happened
             log.warning("the allowed act failed", exc_info=True)
-            self._emit({**card, "status": "failed", "reason": clip(f"the call failed ({type(exc).__name__})")})
+            reason = f"the call failed ({type(exc).__name__})"
+            self._emit(card.but(status="failed", headline=f"Could not {failed}", reason=reason, detail=reason).event())
             return f"The user allowed your last action once on {handed}, but the call failed; observe the Page."
         reason = f"{result.reason_code}: {result.message}" if result.reason_code is not None else ""
-        self._emit({**card, "status": result.status, "backend": result.backend or "", "reason": clip(reason, 600)})
+        headline = f"Allowed once: {done}" if result.status == "ok" else f"Could not {failed}"
+        self._emit(
+            card.but(status=result.status, backend=result.backend or "", reason=reason, headline=headline).event()
+        )
         if result.status == "ok":
             return f"The user allowed your last action once on {handed} and it was performed; observe the Page again."
         return (
@@ -494,20 +502,9 @@ class Conversation:
         )
 
     def _not_run(self, message: str, call: ToolCall, why: str) -> ToolResult:
-        self._emit(
-            {
-                "type": "card",
-                "message": message,
-                "call_id": clip(call.id, 100),
-                "status": "failed",
-                "command": describe_call(call.arguments) if call.name == TOOL else clip(call.name, 100),
-                "backend": "",
-                "reason": f"not run: {why}",
-                "hint": "",
-                "page": self._page_of(call.arguments)[1],
-                "summary": "",
-            }
-        )
+        label = self._page_of(call.arguments)[1]
+        card = self._card(message, call, label)
+        self._emit(self._failed(card, call.arguments, f"not run: {why}").event())
         return ToolResult(call.id, json.dumps({"status": "failed", "message": f"not run: {why}"}), is_error=True)
 
     # -- helpers ----------------------------------------------------------------------------------------------
@@ -551,6 +548,15 @@ class Conversation:
             known = next((p for p in self._registry.pages() if p.registry_page_id == page), None)
             return (page, clip(page, 100)) if known is not None else ("", clip(page, 100))
         return "", ""
+
+    def _names_of(self, arguments: dict[str, Any]) -> dict[str, str]:
+        session = arguments.get("computer_session_id")
+        return self._names.get(session, {}) if isinstance(session, str) else {}
+
+    @staticmethod
+    def _title_of(label: str) -> str:
+        """The Page's title from a card's label (`page-3 · Checkout`), else its handle."""
+        return label.split(" · ", 1)[-1]
 
     @staticmethod
     def _label(handle: str, title: str) -> str:

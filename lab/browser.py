@@ -40,6 +40,10 @@ FLAGS = (
     "--disable-renderer-backgrounding",
     "--disable-background-timer-throttling",
     "--disable-backgrounding-occluded-windows",
+    # A desktop's screen (headless Chromium's own is 800x600, smaller than the windows a host app opens, which
+    # place themselves inside its work area), and the default window size that screen would otherwise change.
+    "--screen-info={2560x1440}",
+    "--window-size=780,580",
     "--remote-debugging-port=0",
 )
 

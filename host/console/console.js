@@ -34,6 +34,7 @@
   let currentClients = []; // the MCP clients as last announced
 
   const messages = new Map(); // message id -> {article, body, cards, draft, raw, committed}
+  let sentWith = new Set(); // the Pages the last message was sent with: ticked until the person unticks them
   const cards = new Map(); // call id -> {article, fields, buttons}
 
   function el(tag, className, text) {
@@ -214,6 +215,10 @@
     messages.set(event.id, entry);
     if (event.text) body.append(blocks(event.text));
     history.append(article);
+    if (Array.isArray(event.pages)) {
+      sentWith = new Set(event.pages.map(String));
+      for (const box of turnPages.querySelectorAll("input[data-page]")) box.checked = sentWith.has(box.dataset.page);
+    }
   }
 
   function addText(event) {
@@ -249,37 +254,48 @@
     return node;
   }
 
+  // A card's fields: the person's words first, the raw call and what the runtime told the model in its details.
+  const CARD_FIELDS = ["headline", "backend", "page", "detail", "command", "result", "reason", "hint"];
+
   function updateCard(event) {
     let card = cards.get(event.call_id);
     if (!card) {
       const entry = messages.get(event.message);
       if (!entry) return;
-      const article = el("article", "card");
+      const article = el("article", event.kind === "provider_error" ? "card provider-error" : "card");
       article.dataset.callId = event.call_id;
       const head = el("div", "card-head");
       const fields = {
-        command: el("span", "command"),
+        headline: el("span", "headline"),
         backend: el("span", "backend"),
         page: field("page", "Page"),
-        summary: field("summary"),
-        reason: field("reason"),
-        hint: field("hint", "Hint"),
+        detail: field("detail"),
+        command: field("command", "Call"),
+        result: field("result", "Runtime said"),
+        reason: field("reason", "Reason"),
+        hint: field("hint", "Hint to the model"),
       };
-      head.append(fields.command, fields.backend);
-      article.append(head, fields.page, fields.summary, fields.reason, fields.hint);
+      head.append(fields.headline, fields.backend);
+      const raw = el("details", "raw");
+      raw.append(el("summary", "", "Details"), fields.command, fields.result, fields.reason, fields.hint);
+      article.append(head, fields.page, fields.detail, raw);
       card = {article, fields, buttons: []};
       cards.set(event.call_id, card);
       entry.cards.append(article);
     }
     card.article.dataset.status = event.status;
-    for (const name of ["command", "backend", "page", "summary", "reason", "hint"]) {
-      setText(card.fields[name], event[name] || "");
-    }
-    if (event.status === "needs_user" && card.buttons.length === 0) {
-      if (event.approval) card.article.append(approvalField(event.approval));
+    for (const name of CARD_FIELDS) setText(card.fields[name], event[name === "result" ? "summary" : name] || "");
+    if (card.buttons.length) return;
+    if (event.status === "needs_user") {
+      if (event.approval) card.article.insertBefore(approvalField(event.approval), card.article.querySelector(".raw"));
       card.buttons = actions(card.article, [
         ...(event.approval ? [["allow", "Allow once"]] : []),
         ["continue", "Done — continue"],
+        ["stop", "Stop turn"],
+      ]);
+    } else if (event.kind === "provider_error" && event.retryable) {
+      card.buttons = actions(card.article, [
+        ["retry", "Retry"],
         ["stop", "Stop turn"],
       ]);
     }
@@ -292,26 +308,6 @@
     const where = approval.commits_to ? ` to ${approval.commits_to}` : "";
     what.textContent = `${approval.control || "the address"}${where} (${approval.concept}), this once`;
     return what;
-  }
-
-  function addProviderError(event) {
-    const entry = messages.get(event.message);
-    if (!entry || cards.has(event.call_id)) return;
-    const article = el("article", "card provider-error");
-    article.dataset.callId = event.call_id;
-    article.dataset.status = "failed";
-    const head = el("div", "card-head");
-    head.append(el("span", "command", "Model request failed"));
-    const reason = field("reason");
-    reason.textContent = event.reason;
-    article.append(head, reason);
-    const card = {article, fields: {reason}, buttons: []};
-    card.buttons = actions(article, [
-      ["retry", "Retry"],
-      ["stop", "Stop turn"],
-    ]);
-    cards.set(event.call_id, card);
-    entry.cards.append(article);
   }
 
   function actions(article, buttons) {
@@ -343,10 +339,61 @@
     turn.dataset.state = state;
     setText(turn, TURN_WORDS[state] || state);
     if (state !== "needs_user" && state !== "error") resolveCards();
+    if (state === "idle") clearNotice("busy"); // the turn it was about has ended
   }
 
-  function setNotice(text) {
-    setText(notice, text || "");
+  function newChat() {
+    // The app started a new chat: the old history goes (the event log dropped it too, so a reload agrees).
+    history.replaceChildren();
+    messages.clear();
+    cards.clear();
+    clearNotice("turn");
+    clearNotice("busy");
+  }
+
+  // -- notices: each has a cause, and goes when its cause is gone --------------------------------------------
+  //
+  // app: what the app says of itself (a missing key, a settings file): until it says otherwise.
+  // turn: what a turn left to say (it stopped, the chat was closed): until the next message is sent.
+  // busy: a request refused because a turn runs or waits: until that turn ends.
+  // input: a refused input (a time limit out of range, an empty message): until the field changes or the next action.
+  // no-page: a message sent with no Page ticked: until a Page is ticked or the message is sent.
+  // offline: the app did not answer: until it answers again.
+
+  const notices = new Map(); // cause -> {text, field, action}
+
+  function showNotice(cause, text, options = {}) {
+    if (!text) {
+      clearNotice(cause);
+      return;
+    }
+    notices.set(cause, {text, field: options.field || null, action: options.action || null});
+    renderNotices();
+  }
+
+  function clearNotice(cause) {
+    if (notices.delete(cause)) renderNotices();
+  }
+
+  function renderNotices() {
+    const shown = [];
+    for (const [cause, entry] of notices) {
+      const line = el("p", "notice-line", entry.text);
+      line.dataset.cause = cause;
+      if (entry.action) {
+        const button = el("button", entry.action.className, entry.action.label);
+        button.type = "button";
+        button.addEventListener("click", entry.action.run);
+        line.append(" ", button);
+      }
+      shown.push(line);
+    }
+    notice.replaceChildren(...shown);
+  }
+
+  function clearInputNotice(field) {
+    const entry = notices.get("input");
+    if (entry && (!field || (entry.field && entry.field.contains(field)))) clearNotice("input");
   }
 
   function setPages(pages) {
@@ -363,6 +410,7 @@
       if (!seen.has(box.dataset.page)) box.closest("label").remove();
     }
     $("pages-empty").hidden = pages.length > 0;
+    $("turn-pages-empty").hidden = pages.length > 0;
     currentPages = pages;
     for (const item of grantsList.children) grantPages(item);
     setGrants(currentClients); // granted Pages are named from this list, which a replay may bring after the clients
@@ -387,6 +435,7 @@
     }
     setText(item.querySelector(".relation"), page.relation);
     setText(item.querySelector(".title"), page.title || "(untitled)");
+    item.querySelector(".title").title = page.title || "";
     setText(item.querySelector(".url"), page.url);
     item.querySelector(".url").title = page.url;
     const box = item.querySelector("input.access");
@@ -401,12 +450,16 @@
       box = el("input");
       box.type = "checkbox";
       box.dataset.page = page.handle;
+      box.checked = sentWith.has(page.handle);
+      box.addEventListener("change", () => {
+        if (box.checked) clearNotice("no-page");
+      });
       label.append(box, el("span", "turn-page-name"));
       turnPages.append(label);
     }
     const name = box.nextElementSibling;
     setText(name, `${page.relation}: ${page.title || page.handle}`);
-    name.title = page.url;
+    box.closest("label").title = page.title ? `${page.title}\n${page.url}` : page.url;
     box.disabled = !page.access;
     if (!page.access) box.checked = false;
   }
@@ -504,7 +557,8 @@
       const body = {client: client.id, pages, bound: bound.value};
       if (bound.value === "time") body.minutes = Number(minutes.value);
       grant.disabled = true;
-      if (!(await post("api/grant", body))) grant.disabled = false;
+      const field = bound.value === "time" ? minutes : fieldset;
+      if (!(await post("api/grant", body, field))) grant.disabled = false;
     });
     const deny = el("button", "deny", "Deny");
     deny.type = "button";
@@ -546,9 +600,9 @@
     text: addText,
     text_done: finishText,
     card: updateCard,
-    provider_error: addProviderError,
     turn: (event) => setTurn(event.state),
-    notice: (event) => setNotice(event.text),
+    notice: (event) => showNotice(event.cause || "app", event.text),
+    new_chat: newChat,
     pages: (event) => setPages(event.pages),
     settings: setSettings,
     grants: (event) => {
@@ -564,7 +618,18 @@
 
   // -- talking to the app ---------------------------------------------------------------------------------------
 
-  async function post(path, body) {
+  function screenArea() {
+    // The screen's work area as this browser sees it: where the app may put windows.
+    return {
+      availLeft: Math.round(screen.availLeft || 0),
+      availTop: Math.round(screen.availTop || 0),
+      availWidth: Math.round(screen.availWidth),
+      availHeight: Math.round(screen.availHeight),
+    };
+  }
+
+  async function post(path, body, field) {
+    clearInputNotice(); // a new action: the last refused input is past
     let response;
     try {
       response = await fetch(path, {
@@ -575,9 +640,10 @@
         cache: "no-store",
       });
     } catch (error) {
-      setNotice("The app did not answer (is `computer-use app` still running?).");
+      showNotice("offline", "The app did not answer (is `computer-use app` still running?).");
       return false;
     }
+    clearNotice("offline");
     if (response.ok) return true;
     let message = `The app refused the request (${response.status}).`;
     try {
@@ -586,16 +652,29 @@
     } catch (error) {
       // not JSON: keep the generic message
     }
-    setNotice(message);
+    // 409: refused because of the turn's state, which ends with the turn; anything else is about the input.
+    if (response.status === 409) showNotice("busy", message);
+    else showNotice("input", message, {field});
     return false;
   }
 
-  async function send() {
-    const pages = [...turnPages.querySelectorAll("input[data-page]:checked")].map((box) => box.dataset.page);
+  function tickedPages() {
+    return [...turnPages.querySelectorAll("input[data-page]:checked")].map((box) => box.dataset.page);
+  }
+
+  async function send(withoutPage = false) {
+    const pages = tickedPages();
     const text = messageBox.value;
-    if (await post("api/message", {text, pages})) {
+    if (!pages.length && !withoutPage && text.trim()) {
+      // The model works only on ticked Pages: with none, it can only talk. Say so, and send only if asked to.
+      showNotice("no-page", "No Page is ticked: the model can only use the Pages you tick below this box.", {
+        action: {className: "send-anyway", label: "Send without a Page", run: () => send(true)},
+      });
+      return;
+    }
+    clearNotice("no-page");
+    if (await post("api/message", {text, pages}, messageBox)) {
       if (messageBox.value === text) messageBox.value = "";  // not what the user typed while it was on its way
-      for (const box of turnPages.querySelectorAll("input[data-page]")) box.checked = false;
     }
   }
 
@@ -609,7 +688,7 @@
   async function setAccess(handle, box) {
     const wanted = box.checked;
     box.disabled = true;
-    const ok = await post("api/access", {page: handle, enabled: wanted});
+    const ok = await post("api/access", {page: handle, enabled: wanted}, box);
     box.disabled = false;
     if (!ok) box.checked = !wanted;
   }
@@ -627,8 +706,13 @@
   $("open-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const input = $("open-url");
-    if (await post("api/open", {url: input.value.trim(), placement: $("open-placement").value})) input.value = "";
+    const body = {url: input.value.trim(), placement: $("open-placement").value, screen: screenArea()};
+    if (await post("api/open", body, input)) input.value = "";
   });
+  $("new-chat").addEventListener("click", () => post("api/new_chat", {}));
+  // A refused input's notice goes once the person corrects that input.
+  document.addEventListener("input", (event) => clearInputNotice(event.target));
+  document.addEventListener("change", (event) => clearInputNotice(event.target));
   let shownBackend = backendSelect.value;
   backendSelect.addEventListener("focus", () => {
     shownBackend = backendSelect.value;
@@ -638,24 +722,29 @@
     shownBackend = backendSelect.value;
   });
   // Window moves have no event of their own: when the user comes back to the console, relations are re-read.
-  window.addEventListener("focus", () => post("api/refresh", {}));
+  window.addEventListener("focus", () => post("api/refresh", {screen: screenArea()}));
 
-  const stream = new EventSource("api/events");
-  stream.onopen = () => {
-    document.body.dataset.connection = "live";
-    setText($("connection"), "");
-  };
-  stream.onerror = () => {
-    document.body.dataset.connection = "lost";
-    setText($("connection"), "Reconnecting…");
-  };
-  stream.onmessage = (message) => {
-    let event;
-    try {
-      event = JSON.parse(message.data);
-    } catch (error) {
-      return;
-    }
-    if (event && typeof event === "object") handle(event);
-  };
+  function connect() {
+    const stream = new EventSource("api/events");
+    stream.onopen = () => {
+      document.body.dataset.connection = "live";
+      setText($("connection"), "");
+    };
+    stream.onerror = () => {
+      document.body.dataset.connection = "lost";
+      setText($("connection"), "Reconnecting…");
+    };
+    stream.onmessage = (message) => {
+      let event;
+      try {
+        event = JSON.parse(message.data);
+      } catch (error) {
+        return;
+      }
+      if (event && typeof event === "object") handle(event);
+    };
+  }
+
+  // The screen first: the app places the Pages it opens from now on (the demo's too) inside its work area.
+  post("api/refresh", {screen: screenArea()}).finally(connect);
 })();

@@ -257,7 +257,7 @@ async def _turn(app: HostApp, text: str, pages: list[str], timeout: float) -> st
         async with asyncio.timeout(timeout):
             async for _, raw in app.events.follow(start):
                 event = json.loads(raw)
-                if event.get("type") == "provider_error":
+                if event.get("type") == "card" and event.get("kind") == "provider_error":
                     problem = f"provider error: {event.get('reason', '')}"
                 elif event.get("type") != "turn":
                     continue

@@ -116,10 +116,15 @@ class Console:
         await self.evaluate(f"{box}.checked || {box}.click()")
 
     async def send(self, text: str, pages: list[str]) -> None:
+        """Write, tick `pages`, press Send; with no Page ticked, also answer the console's warning with "Send
+        without a Page" (the console sends nothing until then)."""
         await self.write(text)
         for handle in pages:
             await self.tick(handle)
         await self.click("#send")
+        if not await self.evaluate("document.querySelectorAll('#turn-pages input[data-page]:checked').length"):
+            await self.until("document.querySelector('#notice button.send-anyway')")
+            await self.click("#notice button.send-anyway")
 
     async def open_url(self, url: str, placement: str) -> str:
         """Open `url` through the console's form; returns the new Page's handle once the Pages list shows it."""

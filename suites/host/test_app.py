@@ -450,7 +450,7 @@ async def test_closing_the_chat_page_ends_the_running_turn(
         await until_event(app, mark, turn_ended)
         assert not app.conversation.busy
         notices = [json.loads(e) for e in app.events.since(mark)]
-        assert {"type": "notice", "text": "The chat Page was closed: the turn ended."} in notices
+        assert {"type": "notice", "cause": "turn", "text": "The chat Page was closed: the turn ended."} in notices
 
 
 @pytest.mark.req("app:bad-input")

@@ -32,7 +32,7 @@ from suites.host.test_connect import asking, connected, grant, open_fixture, res
 pytestmark = pytest.mark.req("app:console-auth")
 
 API_ROUTES = ("api/message", "api/decide", "api/settings", "api/access", "api/open", "api/refresh", "api/grant")
-API_ROUTES += ("api/revoke", "api/deny")
+API_ROUTES += ("api/revoke", "api/deny", "api/new_chat")
 CONSOLE_TEXT = "Clients pair over"
 """Words only the console's page shows (its MCP clients panel): a result or frame holding them read the console."""
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]

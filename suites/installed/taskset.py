@@ -310,6 +310,8 @@ class Driver:
                 if (state === 'needs_user' && waiting > {paused_before} && document.querySelector(open))
                   return 'paused';
                 if (state === 'error') return 'error';
+                // A provider error no retry can fix ends the turn at once: its card is the error.
+                if (state === 'idle' && last && last.querySelector('article.card.provider-error')) return 'error';
                 return null;
             }})()""",
             f"the turn reaching {marker!r} or a needs_user pause",

@@ -373,6 +373,29 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "busy turns, closed chat, provider errors and missing keys are visible, nothing lost",
     ),
     _req(
+        "app:console-notices",
+        "the-host-app",
+        "a console notice goes when its cause is gone (the turn it was about ended, the input was corrected) and "
+        "never covers the history",
+    ),
+    _req(
+        "app:console-ticks",
+        "the-host-app",
+        "Page ticks stay across sends until unticked; sending with none ticked warns and starts no turn",
+    ),
+    _req("app:new-chat", "the-host-app", "New chat clears the history and the transcript and restarts the provider"),
+    _req(
+        "app:placement",
+        "the-host-app",
+        "every window the app places lies inside the screen's work area, on the side chosen; no relation changes",
+    ),
+    _req(
+        "app:cards-in-words",
+        "the-host-app",
+        "cards say what was done in plain words, the raw call one click away; Retry only where a retry can succeed",
+    ),
+    _req("app:console-clean-load", "the-host-app", "the console loads with no error in its browser console"),
+    _req(
         "provider:anthropic",
         "the-host-app",
         "the Anthropic provider speaks the Messages API wire format (local stand-in)",
