@@ -41,6 +41,7 @@ from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, Te
 from host.pairing import MAX_LINE, MCP_SOCKET_NAME, socket_path
 from host.settings import default_config_dir
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
+from runtime.cli import CommandParser
 from runtime.loopback import unix_peer_uid
 from runtime.mcp.server import TOOL, build_server
 from runtime.mcp.stdio import stdio_server
@@ -61,6 +62,14 @@ INSTRUCTIONS = (
     "computer_use: list_pages, then observe a Page, act once per call with the latest frame_id, verify with an "
     "assertion. Without a grant every call is invalid_capability: ask the user to grant access in the console."
 )
+DESCRIPTION = """\
+The computer_use tool for an MCP client of your own (Claude Code, Cursor, VS Code, the MCP Inspector), through a
+grant the person gives in the console of `computer-use app`. The client launches it as its stdio MCP server:
+
+  claude mcp add computer-use -- computer-use connect
+
+It pairs with the running app (same --config-dir as the app's). The console then shows "<client> asks for browser
+access"; until the person grants Pages there, every call is refused (invalid_capability) and nothing is done."""
 START_HINT = (
     "Ask the user to start `computer-use app` (the browser console), then grant this client access in its console."
 )
@@ -393,6 +402,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config-dir",
         type=Path,
+        metavar="DIR",
         help=f"the app's config dir, where its socket is (default: {default_config_dir()})",
     )
 
@@ -401,8 +411,8 @@ def register(subparsers: Any) -> None:
     """Add `connect` to `computer-use`'s subcommands (the `computer_use.commands` entry point)."""
     parser = subparsers.add_parser(
         "connect",
-        help="stdio MCP server for a third-party MCP client: the computer_use tool through the user's grant",
-        description=__doc__,
+        help="stdio MCP server for an MCP client of your own: the computer_use tool through the user's grant",
+        description=DESCRIPTION,
     )
     add_arguments(parser)
     parser.set_defaults(func=run)
@@ -416,7 +426,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="computer-use connect", description=__doc__)
+    parser = CommandParser(prog="computer-use connect", description=DESCRIPTION)
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

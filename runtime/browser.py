@@ -17,11 +17,29 @@ import shutil
 import signal
 import tempfile
 from collections import deque
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runtime.pipe import BrokerError, Pipe, PipeBroker
+from runtime.startup import ChromiumUnavailable
 
-EXECUTABLES = ("/usr/lib/chromium/chromium", "/usr/bin/chromium")
+CHROMIUM_ENV = "CHROMIUM"
+"""The environment variable naming the Chromium (or Chrome) executable to launch; it wins over every search."""
+DEBIAN = "/usr/lib/chromium/chromium"
+"""Debian's binary, ahead of its /usr/bin/chromium wrapper (which sources /etc/chromium.d and adds flags)."""
+ON_PATH = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+INSTALLED = (
+    "/Applications/Chromium.app/Contents/MacOS/Chromium",
+    "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+    r"C:\Program Files\Google\Chrome\Application\chrome.exe",
+    r"C:\Program Files (x86)\Google\Chrome\Application\chrome.exe",
+    r"C:\Program Files\Chromium\Application\chrome.exe",
+)
+"""Where macOS and Windows installers put it."""
+INSTALL_HINT = (
+    "install Chromium (Debian/Ubuntu: apt-get install chromium; macOS: brew install --cask chromium; Windows: "
+    f"install Google Chrome) or set {CHROMIUM_ENV} to its executable"
+)
 FLAGS = (
     "--no-sandbox",
     "--disable-gpu",
@@ -66,9 +84,8 @@ class PrivateChromium:
 
     @classmethod
     async def launch(cls, timeout: float = 30.0, *, headless: bool = True) -> PrivateChromium:
-        executable = os.environ.get("CHROMIUM") or next((e for e in EXECUTABLES if os.access(e, os.X_OK)), None)
-        if executable is None:
-            raise RuntimeError("Chromium not found: install Debian's chromium or set CHROMIUM")
+        """Launch it; `ChromiumUnavailable` when there is none to launch or it does not answer on the pipe."""
+        executable = find_chromium()
         profile = Path(tempfile.mkdtemp(prefix="computer-use-"))
         sockets = Path(tempfile.mkdtemp(prefix="computer-use-cdp-"))  # 0700: the broker's socket goes here
         chromium_reads, we_write = os.pipe()
@@ -113,8 +130,10 @@ class PrivateChromium:
                 last = next(
                     (f": {line}" for line in reversed(said) if ":FATAL:" in line), f": {said[-1]}" if said else ""
                 )
-                raise RuntimeError(
-                    f"Chromium did not answer on its debugging pipe ({exc or 'timed out'}){last}"
+                raise ChromiumUnavailable(
+                    f"Chromium ({executable}) did not start: no answer on its debugging pipe "
+                    f"({exc or 'timed out'}){last}",
+                    f"check that `{executable} --version` runs, or set {CHROMIUM_ENV} to a Chromium that does",
                 ) from None
             raise
         return cls(process, profile, broker, stderr)
@@ -128,6 +147,32 @@ class PrivateChromium:
         with contextlib.suppress(asyncio.CancelledError):
             await self._stderr
         _remove(self.profile, self.broker.path.parent)
+
+
+def find_chromium(
+    environ: Mapping[str, str] | None = None, first: Sequence[str] = (DEBIAN,), installed: Sequence[str] = INSTALLED
+) -> str:
+    """The executable to launch: `$CHROMIUM` if set (it must be one), else the first of `first` (Debian's binary),
+    of `ON_PATH` on `$PATH`, of `installed`; `ChromiumUnavailable` saying how to install it."""
+    env = os.environ if environ is None else environ
+    explicit = env.get(CHROMIUM_ENV, "")
+    if explicit:
+        if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
+            return explicit
+        raise ChromiumUnavailable(f"{CHROMIUM_ENV}={explicit[:200]} is not an executable file", INSTALL_HINT)
+    search = env.get("PATH", os.defpath)
+    found = (
+        [path for path in first if os.path.isfile(path)]
+        + [shutil.which(name, path=search) for name in ON_PATH]
+        + [path for path in installed if os.path.isfile(path)]
+    )
+    for path in found:
+        if path and os.access(path, os.X_OK):
+            return path
+    raise ChromiumUnavailable(
+        f"Chromium not found (not {DEBIAN}, no {', '.join(ON_PATH)} on PATH, not in the usual install folders)",
+        INSTALL_HINT,
+    )
 
 
 async def _stop(process: asyncio.subprocess.Process) -> None:
