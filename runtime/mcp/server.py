@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError
 from runtime.adapter import envelope, explain, invalid, serve, unknown_arguments
 from runtime.arguments import Command, Detail, Id, Query
 from runtime.capability.verifier import UNIDENTIFIED
+from runtime.mcp.progress import progress_token, with_progress
 from runtime.mcp.schema import compact
 from runtime.models import Action, Assertion, ComputerUseResult, as_text
 from runtime.service import ComputerUseService, Outcome
@@ -162,7 +163,11 @@ def build_server(service: ComputerUseService) -> ComputerUseServer:
             "assertion": assertion,
         }
         request = ctx.request_context
-        outcome = await serve(service, arguments, request.meta, connection_of(request))
+        if progress_token(request.meta) is None:
+            outcome = await serve(service, arguments, request.meta, connection_of(request))
+        else:
+            async with with_progress(ctx):
+                outcome = await serve(service, arguments, request.meta, connection_of(request))
         return _to_call_result(outcome)  # type: ignore[return-value]
 
     server.service = service
