@@ -150,6 +150,13 @@ class _Server(uvicorn.Server):
     def capture_signals(self):  # type: ignore[no-untyped-def]
         yield
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if sockets is not None and self.started:
+            # uvicorn announces only a socket it bound itself (given one, it assumes a Gunicorn worker whose master
+            # did): say where it listens all the same, in its own words, which people and the suites read.
+            self._log_started_message(sockets)
+
 
 async def serve_http(
     server: MCPServer, host: str, port: int, token: str | None, sock: socket.socket | None = None
