@@ -59,6 +59,8 @@ HEADLESS = (
     # omnibox is left as Chromium ships it.
     "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup",
 )
+STDERR_DRAIN = 5.0
+"""Seconds a stopped Chromium's stderr may take to reach its end (its process group is gone by then)."""
 # Chromium reads CDP from its fd 3 and writes to its fd 4. subprocess passes fds under their own numbers only, so
 # a shell moves ours there (bash: dash's redirections take fd numbers up to 9) and execs Chromium in its place.
 _ON_FDS_3_AND_4 = 'exec "$0" "$@" 3<&{reads} 4>&{writes} {reads}<&- {writes}>&-'
@@ -117,23 +119,28 @@ class PrivateChromium:
                 os.close(fd)
         said: deque[str] = deque(maxlen=20)
         stderr = asyncio.create_task(_keep_last_lines(process, said))
-        broker = cls.broker_class(await Pipe.open(we_read, we_write), sockets)
+        broker: PipeBroker | None = None
         try:
+            broker = cls.broker_class(await Pipe.open(we_read, we_write), sockets)
             await broker.start(timeout)
         except BaseException as exc:
-            await broker.close()
+            if broker is not None:
+                await broker.close()
             await _stop(process)
-            stderr.cancel()
+            await _finish(stderr)
             _remove(profile, sockets)
             if isinstance(exc, BrokerError | TimeoutError):
-                # Its reason is the FATAL line when there is one (crashpad's noise comes after it).
+                # Its reason is the FATAL line when there is one (crashpad's noise comes after it), else the line
+                # that says it is exiting (D-Bus complaints come after that one).
                 last = next(
-                    (f": {line}" for line in reversed(said) if ":FATAL:" in line), f": {said[-1]}" if said else ""
+                    (f": {line}" for key in (":FATAL:", "Exiting") for line in reversed(said) if key in line),
+                    f": {said[-1]}" if said else "",
                 )
                 raise ChromiumUnavailable(
                     f"Chromium ({executable}) did not start: no answer on its debugging pipe "
                     f"({exc or 'timed out'}){last}",
-                    f"check that `{executable} --version` runs, or set {CHROMIUM_ENV} to a Chromium that does",
+                    f"check that `{executable} --version` runs, or set {CHROMIUM_ENV} to a Chromium that does"
+                    + ("" if headless else ", or launch it headless (--headless)"),
                 ) from None
             raise
         return cls(process, profile, broker, stderr)
@@ -143,9 +150,7 @@ class PrivateChromium:
         directory."""
         await self.broker.close()
         await _stop(self.process)
-        self._stderr.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._stderr
+        await _finish(self._stderr)
         _remove(self.profile, self.broker.path.parent)
 
 
@@ -186,6 +191,14 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
         await process.wait()
 
 
+async def _finish(reader: asyncio.Task[None]) -> None:
+    """Let the stderr reader reach the end of a stopped Chromium's stderr (bounded), then end it. A reader cut off
+    before the end leaves the pipe, and so the process's transport, open until the loop is gone; its finalizer then
+    prints a traceback ("Event loop is closed") after the command's last line."""
+    with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+        await asyncio.wait_for(reader, STDERR_DRAIN)
+
+
 async def _keep_last_lines(process: asyncio.subprocess.Process, said: deque[str]) -> None:
     """Read Chromium's stderr to its end (a full pipe would stall Chromium), keeping the last lines for errors."""
     assert process.stderr is not None
@@ -193,6 +206,18 @@ async def _keep_last_lines(process: asyncio.subprocess.Process, said: deque[str]
         said.append(line.decode(errors="replace").strip())
 
 
-def _remove(*directories: Path) -> None:
-    for directory in directories:
+def _remove(profile: Path, sockets: Path) -> None:
+    """Remove the profile, the socket's directory and the folder Chromium made for its singleton socket in $TMPDIR
+    (org.chromium.Chromium.*, which it leaves behind when it is stopped or dies), found by the profile's link to
+    it: never another Chromium's. Not Chromium's TMPDIR moved into the profile: the socket's path would grow past
+    the 104-108 bytes a Unix socket path may have, and Chromium would not start."""
+    link = profile / "SingletonSocket"
+    if link.is_symlink():
+        made = Path(os.readlink(link)).parent
+        if (
+            made.name.startswith("org.chromium.Chromium.")
+            and made.parent.resolve() == Path(tempfile.gettempdir()).resolve()
+        ):
+            shutil.rmtree(made, ignore_errors=True)
+    for directory in (profile, sockets):
         shutil.rmtree(directory, ignore_errors=True)

@@ -1,6 +1,6 @@
 """`computer-use` run as a person runs it: a real subprocess of the command, watched from outside.
 
-Each run gets a temporary folder of its own (`TMPDIR`), empty before; and a marker in its environment, which
+Each run gets a temporary folder of its own (`TMPDIR`), new and empty; and a marker in its environment, which
 every process it starts inherits (Chromium, its helpers, the backends' Node servers, whatever session or process
 group they put themselves in), so the audit after it exits finds every survivor by the marker alone. A survivor is
 killed once it is recorded: a failing check leaves nothing running either.
@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,9 +64,8 @@ def run_command(
     tmp_path: Path, *args: str, env: dict[str, str] | None = None, module: tuple[str, ...] = ("runtime.cli",)
 ) -> Ran:
     """`python -m <module> <args>` (the `computer-use` console script's `main`), run to its end (bounded)."""
-    temp = tmp_path / "tmp"
-    temp.mkdir(exist_ok=True)
-    assert not list(temp.iterdir()), "the run's temporary folder is not empty before it: the check would lie"
+    # Short, under /tmp: Chromium's singleton socket goes in $TMPDIR, and a Unix socket's path has at most 108 bytes.
+    temp = Path(tempfile.mkdtemp(prefix="cli-", dir="/tmp"))
     marker = secrets.token_hex(8)
     environ = {key: value for key, value in os.environ.items() if key not in CLEARED}
     environ.update(
@@ -81,6 +82,7 @@ def run_command(
             [sys.executable, "-m", *module, *args],
             env=environ,
             cwd=ROOT,
+            stdin=subprocess.DEVNULL,  # over stdio, `serve` ends at the end of its input
             capture_output=True,
             text=True,
             timeout=RUN_LIMIT,
@@ -89,7 +91,9 @@ def run_command(
         )
     finally:
         left = survivors(marker)
-    return Ran(done.returncode, done.stdout, done.stderr, sorted(p.name for p in temp.iterdir()), left)
+        kept = sorted(p.name for p in temp.iterdir())
+        shutil.rmtree(temp, ignore_errors=True)
+    return Ran(done.returncode, done.stdout, done.stderr, kept, left)
 
 
 @pytest.fixture

@@ -45,6 +45,7 @@ class Props:
     busy_port: int
     fake: dict[str, Path]
     folder: Path
+    dead_display: str
 
     def file(self, name: str, text: str) -> str:
         path = self.folder / name
@@ -58,13 +59,26 @@ def closed_port() -> int:
         return probe.getsockname()[1]
 
 
+def dead_display() -> str:
+    """An X display nothing serves: no socket in /tmp/.X11-unix and nothing on its TCP port."""
+    for number in range(77, 177):
+        if not Path(f"/tmp/.X11-unix/X{number}").exists() and closed(6000 + number):
+            return f":{number}"
+    raise AssertionError("every display from :77 to :176 is served here")
+
+
+def closed(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
 @pytest.fixture
 def props(tmp_path: Path, fake_chromium: dict[str, Path]) -> Iterator[Props]:
     held = socket.socket()
     held.bind(("127.0.0.1", 0))
     held.listen(1)
     try:
-        yield Props(closed_port(), held.getsockname()[1], fake_chromium, tmp_path)
+        yield Props(closed_port(), held.getsockname()[1], fake_chromium, tmp_path, dead_display())
     finally:
         held.close()
 
@@ -115,6 +129,10 @@ CASES: dict[str, Callable[[Props], Case]] = {
     "app, no Chromium": lambda p: Case(APP, 3, ("CHROMIUM=/nonexistent/chromium", "install Chromium"), MISSING),
     "app, a Chromium that dies at start": lambda p: Case(
         APP, 3, ("did not start", "FATAL"), {"CHROMIUM": str(p.fake["dies"])}
+    ),
+    # The real Chromium, headed on a display no X server answers: it exits at once, its helpers after it.
+    "app, a real Chromium with no X server at DISPLAY": lambda p: Case(
+        APP, 3, ("did not start", "--headless"), {"DISPLAY": p.dead_display}
     ),
     "app, a busy MCP port": lambda p: Case(
         ("app", "--port", str(p.busy_port)), 5, (f"port {p.busy_port}", "--port"), {"CHROMIUM": str(p.fake["hangs"])}
@@ -177,6 +195,18 @@ def test_a_failure_to_start_is_one_line_with_its_own_status_and_leaves_nothing(n
     assert_fails_cleanly(run_command(props.folder, *case.args, env=case.env, module=case.module), case)
 
 
+def assert_ran_and_left_nothing(ran: Ran) -> None:
+    assert (ran.status, ran.stderr) == (0, ""), ran.stderr[-2000:]
+    assert ran.temp_left == [], f"left in its temporary folder: {ran.temp_left}"
+    assert ran.survivors == [], f"still running after it exited: {ran.survivors}"
+
+
+def test_a_launched_chromium_that_ran_leaves_nothing_either(tmp_path: Path) -> None:
+    """The way out of a run that worked: `serve --launch` over stdio ends with its input; Chromium ran (its
+    folder in $TMPDIR included) and nothing of it stays."""
+    assert_ran_and_left_nothing(run_command(tmp_path, "serve", "--launch"))
+
+
 def test_every_exit_status_is_documented_where_the_commands_are() -> None:
     for doc in ("docs/runtime.md", "README.md"):
         text = (ROOT / doc).read_text(encoding="utf-8")
@@ -213,3 +243,10 @@ def test_the_check_catches_a_failed_launch_that_leaves_chromium_running(props: P
     ran = run_command(props.folder, *case.args, env=case.env, module=variant("leaves_chromium"))
     with pytest.raises(AssertionError, match="still running after it exited"):
         assert_fails_cleanly(ran, case)
+
+
+@pytest.mark.negative_control
+def test_the_check_catches_a_run_that_leaves_chromium_s_folder_in_tmpdir(tmp_path: Path) -> None:
+    ran = run_command(tmp_path, "serve", "--launch", module=variant("leaves_chromium_folder"))
+    with pytest.raises(AssertionError, match=r"left in its temporary folder: \['org\.chromium\.Chromium\."):
+        assert_ran_and_left_nothing(ran)
