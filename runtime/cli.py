@@ -240,6 +240,8 @@ def main(argv: list[str] | None = None, on_failure: Callable[[str, StartupFailur
         return args.func(args)
     except StartupFailure as failure:
         return on_failure(args.prog, failure)
+    except KeyboardInterrupt:  # Ctrl-C where a command has no handler of its own (eval): stopped, not a crash
+        return 130
     except Exception as exc:  # a bug: still one line; the details at debug level
         logging.getLogger(__name__).debug("%s failed", args.prog, exc_info=True)
         unexpected = StartupFailure(

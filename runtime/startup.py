@@ -22,6 +22,7 @@ EXIT_STATUSES = {
     4: "the browser at --cdp-endpoint cannot be reached",
     5: "a port to listen on is in use",
     6: "the model provider: a missing API key or SDK, a missing or malformed --script",
+    130: "`eval` stopped by Ctrl-C before its last question",
 }
 """The exit statuses of every `computer-use` command (README and docs/runtime.md list them)."""
 
