@@ -45,6 +45,7 @@ from runtime.models import Page
 from runtime.observation import OBSERVATION_TOKENS
 from runtime.registry.registry import origin
 from runtime.service import Settings
+from runtime.startup import StartupFailure, port_failure
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +95,12 @@ class AppConfig:
     demo: bool = False
 
 
-class StartError(Exception):
-    """The app could not start as configured; the message says what to change."""
+class StartError(StartupFailure):
+    """The app could not start as configured: `what` went wrong, `todo` what to change (the command prints both as
+    its one line)."""
+
+    def __init__(self, what: str, todo: str = "start it again; if it fails the same way, please report it") -> None:
+        super().__init__(what, todo)
 
 
 class _MCPServer(uvicorn.Server):
@@ -190,7 +195,7 @@ class HostApp:
         try:
             backend = validate(config.backend, BACKENDS) if config.backend is not None else saved.backend
         except InvalidSetting as exc:
-            raise StartError(str(exc)) from None
+            raise StartError(str(exc), "see `computer-use app --help`") from None
         if config.cdp_endpoint is None:
             self._chromium = await PrivateChromium.launch(headless=config.headless)
         endpoint = self._chromium.endpoint if self._chromium else config.cdp_endpoint
@@ -221,7 +226,10 @@ class HostApp:
         self.grants = self.grants_class(self.runtime.registry, self.runtime.new_host, self.events.publish)
         self.runtime.registry.listen(self._on_page_event)
         self.runtime.cdp.listen(self.pages.on_cdp_event)
-        await self.console.start(config.console_port)
+        try:
+            await self.console.start(config.console_port)
+        except OSError as exc:
+            raise port_failure(exc, "127.0.0.1", config.console_port, "--console-port") from None
         for url in self.reserved_origins():
             self.runtime.registry.reserve(url)
         self._publish_settings()
@@ -257,7 +265,7 @@ class HostApp:
             sock.listen(BACKLOG)  # connections queue from here on, before uvicorn accepts: no wait for it to be up
         except OSError as exc:
             sock.close()
-            raise StartError(f"cannot serve MCP on 127.0.0.1:{self.config.mcp_port}: {exc.strerror}") from None
+            raise port_failure(exc, "127.0.0.1", self.config.mcp_port) from None
         self.mcp_url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
         self._mcp_app = self.mcp_app()
         config = bounded_config(self._mcp_app, log_level="warning", timeout_graceful_shutdown=2)

@@ -15,7 +15,8 @@ After a grant this is a first-party client adapter, like the app's own agent loo
 the app for a one-time token (a provider request of the grant's turn) and forwards the call to the app's MCP server
 with the token in `_meta`, over the app's private MCP socket beside the pairing socket (`host.pairing`), never over
 TCP. The third-party client sends only the tool's arguments and gets only its result: it never sees
-a token, and a `_meta` of its own is not forwarded. Revoking in the console makes the next call `invalid_capability`.
+a token, and a `_meta` of its own is not forwarded. A refused capability's hint is the grant's (`Bridge.fit_hint`).
+Revoking in the console makes the next call `invalid_capability`.
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
 from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, TextContent, Tool
 
+from host.grants import GRANT_HINT
 from host.pairing import MAX_LINE, MCP_SOCKET_NAME, socket_path
 from host.settings import default_config_dir
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
+from runtime.cli import CommandParser
 from runtime.loopback import unix_peer_uid
 from runtime.mcp.server import TOOL, build_server
 from runtime.mcp.stdio import stdio_server
@@ -61,6 +64,14 @@ INSTRUCTIONS = (
     "computer_use: list_pages, then observe a Page, act once per call with the latest frame_id, verify with an "
     "assertion. Without a grant every call is invalid_capability: ask the user to grant access in the console."
 )
+DESCRIPTION = """\
+The computer_use tool for an MCP client of your own (Claude Code, Cursor, VS Code, the MCP Inspector), through a
+grant the person gives in the console of `computer-use app`. The client launches it as its stdio MCP server:
+
+  claude mcp add computer-use -- computer-use connect
+
+It pairs with the running app (same --config-dir as the app's). The console then shows "<client> asks for browser
+access"; until the person grants Pages there, every call is refused (invalid_capability) and nothing is done."""
 START_HINT = (
     "Ask the user to start `computer-use app` (the browser console), then grant this client access in its console."
 )
@@ -330,7 +341,7 @@ class Bridge:
                 return refusal(code, message, hint)
             try:
                 client = await self._mcp()
-                return await client.call_tool(TOOL, arguments, meta={TOKEN_KEY: token, CALL_KEY: tool_call})
+                result = await client.call_tool(TOOL, arguments, meta={TOKEN_KEY: token, CALL_KEY: tool_call})
             except Exception as exc:
                 log.debug("forwarding failed", exc_info=True)
                 await self._close_client()
@@ -338,6 +349,18 @@ class Bridge:
                     ReasonCode.target_lost,
                     f"the app's MCP server did not answer ({type(exc).__name__}); nothing was done",
                 )
+            return self.fit_hint(result)
+
+    def fit_hint(self, result: CallToolResult) -> CallToolResult:
+        """The runtime's hint for a refused capability is written for a host that mints its own tokens (it names
+        page_context_token, which this client never sees); what this client can do is ask for a grant, so that is
+        what its hint says. Every other result passes as it came."""
+        data = result.structured_content
+        if not result.is_error or not isinstance(data, dict) or data.get("reason_code") != "invalid_capability":
+            return result
+        data = {**data, "hint": GRANT_HINT}
+        text = TextContent(type="text", text=as_text(data))
+        return CallToolResult(content=[text, *result.content[1:]], structured_content=data, is_error=True)
 
     def _no_pairing(self, message: str = "the computer-use app is not running (no pairing)") -> CallToolResult:
         if self.refused is not None:
@@ -393,6 +416,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config-dir",
         type=Path,
+        metavar="DIR",
         help=f"the app's config dir, where its socket is (default: {default_config_dir()})",
     )
 
@@ -401,8 +425,8 @@ def register(subparsers: Any) -> None:
     """Add `connect` to `computer-use`'s subcommands (the `computer_use.commands` entry point)."""
     parser = subparsers.add_parser(
         "connect",
-        help="stdio MCP server for a third-party MCP client: the computer_use tool through the user's grant",
-        description=__doc__,
+        help="stdio MCP server for an MCP client of your own: the computer_use tool through the user's grant",
+        description=DESCRIPTION,
     )
     add_arguments(parser)
     parser.set_defaults(func=run)
@@ -416,7 +440,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="computer-use connect", description=__doc__)
+    parser = CommandParser(prog="computer-use connect", description=DESCRIPTION)
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

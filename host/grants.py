@@ -38,8 +38,8 @@ MAX_MINUTES = 24 * 60
 UNNAMED = "An MCP client"
 
 GRANT_HINT = (
-    "Ask the user to grant this client access in the computer-use console (the app's window): it shows "
-    "'<client> asks for browser access' with the Pages to tick."
+    "Ask the user to grant this client access to the Page in the MCP clients panel of the computer-use console "
+    "(the app's window): it shows '<client> asks for browser access' with the Pages to tick."
 )
 
 

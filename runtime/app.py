@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
+import aiohttp
+
 from runtime.capability.host import ContextStore, Host
 from runtime.cdp import CDPConnection
 from runtime.gateway import ScopedGateway
@@ -17,6 +19,7 @@ from runtime.probe import read_preview
 from runtime.registry.registry import PageRegistry
 from runtime.service import BackendFactory, ComputerUseService, Parts, Settings
 from runtime.sessions import GatewayFactory
+from runtime.startup import BrowserUnreachable
 
 BACKENDS_GROUP = "computer_use.backends"
 """The entry-point group backends register in (`[project.entry-points."computer_use.backends"]`): name = factory.
@@ -56,7 +59,8 @@ class Runtime:
         service_type: type[ComputerUseService] = ComputerUseService,
         parts: Parts | None = None,
     ) -> Runtime:
-        """Connect to a browser's CDP endpoint (`http://host:port`) and assemble the runtime around it.
+        """Connect to a browser's CDP endpoint (`http://host:port`) and assemble the runtime around it; a browser
+        that cannot be reached there is `BrowserUnreachable`.
 
         `store` is the hosts' shared context store: pass one to set the token lifetime (or the clock) it mints
         and verifies with; by default tokens live `runtime.capability.token.TOKEN_LIFETIME` seconds.
@@ -65,7 +69,14 @@ class Runtime:
         broken runtimes from them, from outside the runtime); `service_type` is the service class (a
         subclass may wrap how a call is served, through its public `handle` or `dispatch`).
         """
-        cdp = await CDPConnection.connect(cdp_endpoint)
+        try:
+            cdp = await CDPConnection.connect(cdp_endpoint)
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError) as exc:
+            raise BrowserUnreachable(
+                f"no browser answers at {cdp_endpoint} ({type(exc).__name__}: {str(exc)[:200]})",
+                "start Chromium with --remote-debugging-port=PORT and give http://127.0.0.1:PORT, or let computer-use "
+                "launch a private Chromium (`serve --launch`; `app` without --cdp-endpoint)",
+            ) from None
         registry = PageRegistry(cdp)
         await registry.start()
         store = store if store is not None else ContextStore()

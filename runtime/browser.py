@@ -17,11 +17,29 @@ import shutil
 import signal
 import tempfile
 from collections import deque
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runtime.pipe import BrokerError, Pipe, PipeBroker
+from runtime.startup import ChromiumUnavailable
 
-EXECUTABLES = ("/usr/lib/chromium/chromium", "/usr/bin/chromium")
+CHROMIUM_ENV = "CHROMIUM"
+"""The environment variable naming the Chromium (or Chrome) executable to launch; it wins over every search."""
+DEBIAN = "/usr/lib/chromium/chromium"
+"""Debian's binary, ahead of its /usr/bin/chromium wrapper (which sources /etc/chromium.d and adds flags)."""
+ON_PATH = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+INSTALLED = (
+    "/Applications/Chromium.app/Contents/MacOS/Chromium",
+    "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+    r"C:\Program Files\Google\Chrome\Application\chrome.exe",
+    r"C:\Program Files (x86)\Google\Chrome\Application\chrome.exe",
+    r"C:\Program Files\Chromium\Application\chrome.exe",
+)
+"""Where macOS and Windows installers put it."""
+INSTALL_HINT = (
+    "install Chromium (Debian/Ubuntu: apt-get install chromium; macOS: brew install --cask chromium; Windows: "
+    f"install Google Chrome) or set {CHROMIUM_ENV} to its executable"
+)
 FLAGS = (
     "--no-sandbox",
     "--disable-gpu",
@@ -41,6 +59,8 @@ HEADLESS = (
     # omnibox is left as Chromium ships it.
     "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup",
 )
+STDERR_DRAIN = 5.0
+"""Seconds a stopped Chromium's stderr may take to reach its end (its process group is gone by then)."""
 # Chromium reads CDP from its fd 3 and writes to its fd 4. subprocess passes fds under their own numbers only, so
 # a shell moves ours there (bash: dash's redirections take fd numbers up to 9) and execs Chromium in its place.
 _ON_FDS_3_AND_4 = 'exec "$0" "$@" 3<&{reads} 4>&{writes} {reads}<&- {writes}>&-'
@@ -66,9 +86,8 @@ class PrivateChromium:
 
     @classmethod
     async def launch(cls, timeout: float = 30.0, *, headless: bool = True) -> PrivateChromium:
-        executable = os.environ.get("CHROMIUM") or next((e for e in EXECUTABLES if os.access(e, os.X_OK)), None)
-        if executable is None:
-            raise RuntimeError("Chromium not found: install Debian's chromium or set CHROMIUM")
+        """Launch it; `ChromiumUnavailable` when there is none to launch or it does not answer on the pipe."""
+        executable = find_chromium()
         profile = Path(tempfile.mkdtemp(prefix="computer-use-"))
         sockets = Path(tempfile.mkdtemp(prefix="computer-use-cdp-"))  # 0700: the broker's socket goes here
         chromium_reads, we_write = os.pipe()
@@ -100,21 +119,28 @@ class PrivateChromium:
                 os.close(fd)
         said: deque[str] = deque(maxlen=20)
         stderr = asyncio.create_task(_keep_last_lines(process, said))
-        broker = cls.broker_class(await Pipe.open(we_read, we_write), sockets)
+        broker: PipeBroker | None = None
         try:
+            broker = cls.broker_class(await Pipe.open(we_read, we_write), sockets)
             await broker.start(timeout)
         except BaseException as exc:
-            await broker.close()
+            if broker is not None:
+                await broker.close()
             await _stop(process)
-            stderr.cancel()
+            await _finish(stderr)
             _remove(profile, sockets)
             if isinstance(exc, BrokerError | TimeoutError):
-                # Its reason is the FATAL line when there is one (crashpad's noise comes after it).
+                # Its reason is the FATAL line when there is one (crashpad's noise comes after it), else the line
+                # that says it is exiting (D-Bus complaints come after that one).
                 last = next(
-                    (f": {line}" for line in reversed(said) if ":FATAL:" in line), f": {said[-1]}" if said else ""
+                    (f": {line}" for key in (":FATAL:", "Exiting") for line in reversed(said) if key in line),
+                    f": {said[-1]}" if said else "",
                 )
-                raise RuntimeError(
-                    f"Chromium did not answer on its debugging pipe ({exc or 'timed out'}){last}"
+                raise ChromiumUnavailable(
+                    f"Chromium ({executable}) did not start: no answer on its debugging pipe "
+                    f"({exc or 'timed out'}){last}",
+                    f"check that `{executable} --version` runs, or set {CHROMIUM_ENV} to a Chromium that does"
+                    + ("" if headless else ", or launch it headless (--headless)"),
                 ) from None
             raise
         return cls(process, profile, broker, stderr)
@@ -124,10 +150,34 @@ class PrivateChromium:
         directory."""
         await self.broker.close()
         await _stop(self.process)
-        self._stderr.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._stderr
+        await _finish(self._stderr)
         _remove(self.profile, self.broker.path.parent)
+
+
+def find_chromium(
+    environ: Mapping[str, str] | None = None, first: Sequence[str] = (DEBIAN,), installed: Sequence[str] = INSTALLED
+) -> str:
+    """The executable to launch: `$CHROMIUM` if set (it must be one), else the first of `first` (Debian's binary),
+    of `ON_PATH` on `$PATH`, of `installed`; `ChromiumUnavailable` saying how to install it."""
+    env = os.environ if environ is None else environ
+    explicit = env.get(CHROMIUM_ENV, "")
+    if explicit:
+        if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
+            return explicit
+        raise ChromiumUnavailable(f"{CHROMIUM_ENV}={explicit[:200]} is not an executable file", INSTALL_HINT)
+    search = env.get("PATH", os.defpath)
+    found = (
+        [path for path in first if os.path.isfile(path)]
+        + [shutil.which(name, path=search) for name in ON_PATH]
+        + [path for path in installed if os.path.isfile(path)]
+    )
+    for path in found:
+        if path and os.access(path, os.X_OK):
+            return path
+    raise ChromiumUnavailable(
+        f"Chromium not found (not {DEBIAN}, no {', '.join(ON_PATH)} on PATH, not in the usual install folders)",
+        INSTALL_HINT,
+    )
 
 
 async def _stop(process: asyncio.subprocess.Process) -> None:
@@ -141,6 +191,14 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
         await process.wait()
 
 
+async def _finish(reader: asyncio.Task[None]) -> None:
+    """Let the stderr reader reach the end of a stopped Chromium's stderr (bounded), then end it. A reader cut off
+    before the end leaves the pipe, and so the process's transport, open until the loop is gone; its finalizer then
+    prints a traceback ("Event loop is closed") after the command's last line."""
+    with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+        await asyncio.wait_for(reader, STDERR_DRAIN)
+
+
 async def _keep_last_lines(process: asyncio.subprocess.Process, said: deque[str]) -> None:
     """Read Chromium's stderr to its end (a full pipe would stall Chromium), keeping the last lines for errors."""
     assert process.stderr is not None
@@ -148,6 +206,18 @@ async def _keep_last_lines(process: asyncio.subprocess.Process, said: deque[str]
         said.append(line.decode(errors="replace").strip())
 
 
-def _remove(*directories: Path) -> None:
-    for directory in directories:
+def _remove(profile: Path, sockets: Path) -> None:
+    """Remove the profile, the socket's directory and the folder Chromium made for its singleton socket in $TMPDIR
+    (org.chromium.Chromium.*, which it leaves behind when it is stopped or dies), found by the profile's link to
+    it: never another Chromium's. Not Chromium's TMPDIR moved into the profile: the socket's path would grow past
+    the 104-108 bytes a Unix socket path may have, and Chromium would not start."""
+    link = profile / "SingletonSocket"
+    if link.is_symlink():
+        made = Path(os.readlink(link)).parent
+        if (
+            made.name.startswith("org.chromium.Chromium.")
+            and made.parent.resolve() == Path(tempfile.gettempdir()).resolve()
+        ):
+            shutil.rmtree(made, ignore_errors=True)
+    for directory in (profile, sockets):
         shutil.rmtree(directory, ignore_errors=True)

@@ -15,7 +15,9 @@ with a token configured, every request without `Authorization: Bearer <token>` g
 
 Other packages add subcommands through the entry-point group `computer_use.commands`: each entry point is a
 function `register(subparsers) -> None` that adds its parser and sets `func(args) -> int` on it (the host app's
-`computer-use app` comes in this way, so the runtime never imports the host).
+`computer-use app` comes in this way, so the runtime never imports the host). A command that cannot start raises a
+`runtime.startup.StartupFailure` after stopping what it started; `main` prints its one line and exits with its
+class's status, and so does every usage error (`CommandParser`): a person never sees a traceback.
 """
 
 from __future__ import annotations
@@ -26,19 +28,24 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
-from collections.abc import Awaitable
-from importlib.metadata import entry_points
+from collections.abc import Awaitable, Callable
+from importlib.metadata import entry_points, version
 from pathlib import Path
+from typing import Any, NoReturn
 
-from runtime.app import Runtime
-from runtime.browser import PrivateChromium
+from runtime.app import Runtime, installed_backends
+from runtime.browser import CHROMIUM_ENV, PrivateChromium
 from runtime.mcp.http import TOKEN_ENV, ExposureRefused, check_exposure, read_token, serve_http
 from runtime.mcp.stdio import run_stdio
 from runtime.observation import OBSERVATION_TOKENS
 from runtime.service import Settings
+from runtime.startup import EXIT_STATUSES, StartupFailure, UsageError, cdp_endpoint, listening_socket
 
+DISTRIBUTION = "computer-use-lab"
+"""The installed distribution whose version `--version` prints."""
 COMMANDS = "computer_use.commands"
 """The entry-point group of further subcommands (see the module docstring)."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -61,7 +68,7 @@ async def until_stopped(work: Awaitable[None], stop: asyncio.Event) -> None:
         task.result()
 
 
-async def serve(args: argparse.Namespace, token: str | None) -> None:
+async def serve(args: argparse.Namespace, token: str | None, listener: socket.socket | None = None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in STOP_SIGNALS:
@@ -75,7 +82,7 @@ async def serve(args: argparse.Namespace, token: str | None) -> None:
             if args.transport == "stdio":
                 await until_stopped(run_stdio(runtime.server), stop)
             else:
-                await until_stopped(serve_http(runtime.server, args.host, args.port, token), stop)
+                await until_stopped(serve_http(runtime.server, args.host, args.port, token, listener), stop)
         finally:
             await runtime.close()
     finally:
@@ -91,13 +98,65 @@ def positive(text: str) -> int:
     return value
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="computer-use", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("serve", help="serve the computer_use MCP tool")
-    run.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    run.add_argument("--host", default="127.0.0.1")
-    run.add_argument("--port", type=int, default=18100)
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 0 (any free one) to 65535."""
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("a port is 0 to 65535")
+    return value
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written (paragraphs kept), and every option's default after its help unless the help
+    already tells it or there is none to tell."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        shown = action.default not in (None, False, argparse.SUPPRESS) and action.option_strings
+        if shown and "default" not in text and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A `computer-use` parser: help as `HelpFormatter` lays it out, the exit statuses below it, and a usage
+    error as one line on stderr with exit status 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        kwargs.setdefault("epilog", EXITS)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        todo = "" if ";" in message else f"; see `{self.prog} --help`"
+        self.exit(UsageError.status, " ".join(f"{self.prog}: {message}{todo}".split()) + "\n")
+
+
+EXITS = "exit status:\n" + "\n".join(f"  {status}  {meaning}" for status, meaning in EXIT_STATUSES.items())
+DESCRIPTION = """\
+Safe browser control for LLM agents: one MCP tool, computer_use (list_pages, observe, act, verify), that acts
+only on the browser Pages a person authorized.
+
+Start with `computer-use app` (a chat console beside your Pages). An MCP client of your own uses the tool through
+`computer-use connect` and a grant given in the console."""
+SERVE = """\
+Serve the computer_use MCP tool over stdio, or over streamable HTTP at http://127.0.0.1:18100/mcp, on a private
+headless Chromium (--launch) or on a running browser (--cdp-endpoint).
+
+Only a host app that shares this server's process can authorize Pages, so a bare server answers every call with
+invalid_capability: to use the tool yourself, run `computer-use app`. Off loopback, HTTP also needs
+--allow-remote and a bearer token. SIGINT and SIGTERM stop it and everything it started (exit status 0)."""
+
+
+def build_parser() -> CommandParser:
+    """`computer-use` with `serve` and every installed subcommand (the `computer_use.commands` entry points)."""
+    parser = CommandParser(prog="computer-use", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version(DISTRIBUTION)}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=CommandParser)
+    run = commands.add_parser("serve", help="serve the computer_use MCP tool (for a host app)", description=SERVE)
+    run.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="how MCP clients reach it")
+    run.add_argument("--host", default="127.0.0.1", help="http: the address to listen on")
+    run.add_argument("--port", type=port, default=18100, help="http: the port to listen on (0: any free one)")
     run.add_argument(
         "--allow-remote",
         action="store_true",
@@ -106,33 +165,57 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--bearer-token-file",
         type=Path,
+        metavar="FILE",
         help=f"http: require 'Authorization: Bearer <the file's content>' (or set {TOKEN_ENV})",
     )
     source = run.add_mutually_exclusive_group(required=True)
-    source.add_argument("--cdp-endpoint", help="a browser's CDP endpoint, e.g. http://127.0.0.1:9222")
-    source.add_argument("--launch", action="store_true", help="launch a private headless Chromium")
-    run.add_argument("--backend", default="playwright_mcp", help="backend for new ComputerSessions")
+    source.add_argument(
+        "--cdp-endpoint",
+        type=cdp_endpoint,
+        metavar="URL",
+        help="a running browser's debugging endpoint, http://HOST:PORT (Chromium with --remote-debugging-port)",
+    )
+    source.add_argument(
+        "--launch",
+        action="store_true",
+        help=f"launch a private headless Chromium (${CHROMIUM_ENV}, else found on PATH and in the usual places)",
+    )
+    backends = installed_backends()
+    run.add_argument(
+        "--backend", choices=backends, default=backends[0], help="the backend new sessions use (installed ones)"
+    )
     run.add_argument(
         "--observation-tokens",
         type=positive,
         default=OBSERVATION_TOKENS,
-        help="cap of one observation in estimated tokens (the rest follows with next_offset)",
+        metavar="N",
+        help="the cap of one observation in estimated tokens (the rest follows with next_offset)",
     )
+    run.set_defaults(func=run_serve)
     for command in entry_points(group=COMMANDS):
         command.load()(commands)
-    args = parser.parse_args(argv)
-    if args.command != "serve":
-        return args.func(args)
+    for sub in commands.choices.values():
+        sub.set_defaults(prog=sub.prog)
+    return parser
+
+
+def run_serve(args: argparse.Namespace) -> int:
     token = None
+    listener = None
     if args.transport == "http":
         try:
             token = read_token(args.bearer_token_file)
             check_exposure(args.host, args.allow_remote, token)
         except ExposureRefused as exc:
-            run.error(str(exc))  # exits with status 2 before anything starts or listens
+            raise UsageError(str(exc), "see `computer-use serve --help`") from None
+        listener = listening_socket(args.host, args.port)  # before anything starts: a busy port launches nothing
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args, token))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(args, token, listener))
+    finally:
+        if listener is not None:
+            listener.close()
     if threading.active_count() > 1:
         # Stopped by a signal over stdio while the client keeps stdin open: a worker thread still blocks reading it
         # (a read cannot be cancelled) and the interpreter would wait for it at exit. Everything is closed by now.
@@ -141,6 +224,30 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         os._exit(0)
     return 0
+
+
+def report(prog: str, failure: StartupFailure) -> int:
+    """What every command does with a failure: its one line on stderr; the exit status of its class."""
+    print(failure.line(prog), file=sys.stderr, flush=True)
+    return failure.status
+
+
+def main(argv: list[str] | None = None, on_failure: Callable[[str, StartupFailure], int] = report) -> int:
+    """`computer-use`; `on_failure` turns a failure into the exit status (the suites' broken variants pass
+    another)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except StartupFailure as failure:
+        return on_failure(args.prog, failure)
+    except KeyboardInterrupt:  # Ctrl-C where a command has no handler of its own (eval): stopped, not a crash
+        return 130
+    except Exception as exc:  # a bug: still one line; the details at debug level
+        logging.getLogger(__name__).debug("%s failed", args.prog, exc_info=True)
+        unexpected = StartupFailure(
+            f"failed unexpectedly ({type(exc).__name__}: {str(exc)[:300]})", "please report it with the command run"
+        )
+        return on_failure(args.prog, unexpected)
 
 
 if __name__ == "__main__":

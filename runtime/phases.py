@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 
 PHASES = (
@@ -24,6 +25,8 @@ PHASES = (
 until the Page has answered it (the move is delivered with the Page's next frame, then the Page gets one more; the
 policy's accessibility lookup answers within it); the policy's own reads before and after it are `policy`."""
 call_marks: ContextVar[list[tuple[str, float]] | None] = ContextVar("computer_use_phase_marks", default=None)
+call_progress: ContextVar[Callable[[str], None] | None] = ContextVar("computer_use_progress", default=None)
+"""Told each phase the current call reaches, when its client asked for progress (`runtime.mcp.progress`)."""
 
 
 def mark(phase: str) -> None:
@@ -31,6 +34,9 @@ def mark(phase: str) -> None:
     marks = call_marks.get()
     if marks is not None:
         marks.append((phase, time.perf_counter()))
+    progress = call_progress.get()
+    if progress is not None:
+        progress(phase)
 
 
 def durations(marks: list[tuple[str, float]]) -> dict[str, float]:

@@ -17,8 +17,10 @@ it (the Anthropic provider does; the OpenAI provider only when the endpoint send
 `est.`, the runtime's estimate (`runtime.observation.estimate`, 2.5 UTF-8 bytes per token) of everything the model
 read in the turn's requests — the question and, per request, every tool result and reply before it (the script
 provider reports nothing, so its runs always show the estimate; it leaves out the system prompt and the
-tool schema, which a provider's figure includes). Exit status 0 only if every question passed; 1 if
-any failed or the app or the provider could not start; 2 for a bad question or script file.
+tool schema, which a provider's figure includes). While a question runs, stderr shows which one (a line each, or
+one updating line on a terminal). Exit status 0 only if every question passed; 1 if any failed; otherwise the
+start-up failure's own (`runtime.startup`: 2 a bad question file, 6 a provider or script problem, ...), with its
+one line on stderr.
 """
 
 from __future__ import annotations
@@ -39,14 +41,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from host.app import AppConfig, HostApp, StartError
-from host.cli import add_provider_arguments
+from host.cli import add_provider_arguments, chosen_provider, provider_failure
 from host.providers import make_provider
 from host.providers.base import AssistantTurn, Entry, Provider, ProviderError, ToolResults, UserText
 from host.providers.script import ScriptError, ScriptProvider, parse_steps
 from host.settings import BACKENDS
 from host.turns import Refused
 from runtime.cdp import CDPError
+from runtime.cli import CommandParser, report
 from runtime.observation import estimate
+from runtime.startup import ProviderUnavailable, StartupFailure, UsageError
 
 HERE = Path(__file__).resolve().parent
 QUESTIONS = HERE / "questions.xml"
@@ -65,10 +69,39 @@ INSTRUCTIONS = (
 ANSWER = re.compile(r"^[ \t]*ANSWER:[ \t]*(.*?)[ \t]*$", re.MULTILINE)
 ANNOUNCE = re.compile(r"fixture server on (http://\S+?)/? and")
 COLUMNS = ("question", "result", "tool calls", "tokens", "time", "answer")
+PROG = "computer-use eval"
+DESCRIPTION = """\
+Ask a model the evaluation set's questions (ten read-only questions over the lab's fixture sites) through the
+host app's own agent loop, headless, and grade each answer exactly.
+
+Prints a row per question (result, tool calls, tokens, time, the answer given) and a total; stderr shows which
+question runs. Without a key (or with --provider script) a packaged script answers, which proves the path, not a
+model. Exit status 0 only if every question passed, 1 if one failed."""
 
 
 class EvalFileError(ValueError):
     """A question or script file that cannot be used; the message says where and what."""
+
+
+class Progress:
+    """Which question runs, on `stream`: one line each, or on a terminal one line rewritten in place (and
+    cleared at the end, so the table's rows stay together)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.live = stream.isatty()
+
+    def show(self, text: str) -> None:
+        if self.live:
+            self.stream.write(f"\r\x1b[K{text}")
+        else:
+            self.stream.write(f"computer-use eval: {text}\n")
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self.live:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
 
 
 @dataclass(frozen=True)
@@ -289,8 +322,18 @@ class Options:
     headless: bool = True
 
 
-async def evaluate(options: Options, out: TextIO = sys.stdout) -> tuple[int, list[Outcome]]:
-    """Run the set as `options` say; print the table to `out`. Returns the exit status and the outcomes."""
+async def evaluate(
+    options: Options, out: TextIO = sys.stdout, progress: TextIO | None = None
+) -> tuple[int, list[Outcome]]:
+    """Run the set as `options` say; print the table to `out` and which question runs to `progress` (stderr).
+    Returns the exit status and the outcomes; a failure to start is its one line on stderr and its status."""
+    try:
+        return await _evaluate(options, out, Progress(progress or sys.stderr))
+    except StartupFailure as failure:
+        return report(PROG, failure), []
+
+
+async def _evaluate(options: Options, out: TextIO, progress: Progress) -> tuple[int, list[Outcome]]:
     try:
         questions = load_questions(options.questions)
         if options.only:
@@ -298,11 +341,18 @@ async def evaluate(options: Options, out: TextIO = sys.stdout) -> tuple[int, lis
             if unknown:
                 raise EvalFileError(f"no question {', '.join(unknown)} in {options.questions}")
             questions = [q for q in questions if q.id in options.only]
-        name = options.provider or _default_provider()
+    except EvalFileError as exc:
+        raise UsageError(str(exc), "see `computer-use eval --help` and docs/eval.md") from None
+    name = chosen_provider(options.provider, options.script) or _default_provider()
+    try:
         script = load_script(options.script or SCRIPT) if name == "script" else None
     except EvalFileError as exc:
-        print(f"computer-use eval: {exc}", file=sys.stderr)
-        return 2, []
+        raise ProviderUnavailable(str(exc), "fix the file (its format: docs/eval.md) or leave out --script") from None
+    if script is None:  # a missing key or SDK: say so before starting anything, not once per question
+        try:
+            await make_provider(name, model=options.model, base_url=options.base_url).close()
+        except ProviderError as exc:
+            raise provider_failure(exc, name) from None
     fixtures = None
     base_url = (options.fixtures_url or "").rstrip("/")
     with tempfile.TemporaryDirectory(prefix="computer-use-eval-") as config_dir:
@@ -318,8 +368,6 @@ async def evaluate(options: Options, out: TextIO = sys.stdout) -> tuple[int, lis
         )
         app = None
         try:
-            if script is None:  # a missing key or SDK: say so before starting anything, not once per question
-                await make_provider(name, model=options.model, base_url=options.base_url).close()
             if not base_url:
                 fixtures, base_url = await start_fixtures()
             app = await HostApp.start(config)
@@ -332,7 +380,8 @@ async def evaluate(options: Options, out: TextIO = sys.stdout) -> tuple[int, lis
             )
             print(_row(*COLUMNS), file=out, flush=True)
             outcomes = []
-            for question in questions:
+            for number, question in enumerate(questions, 1):
+                progress.show(f"[{number}/{len(questions)}] question {question.id}: asking")
                 provider = None
                 if script is not None:
                     provider = ScriptProvider(
@@ -340,15 +389,15 @@ async def evaluate(options: Options, out: TextIO = sys.stdout) -> tuple[int, lis
                     )
                 outcome = await ask(app, base_url, question, provider, options.timeout)
                 outcomes.append(outcome)
+                progress.clear()
                 print(_line(outcome), file=out, flush=True)
-        except (StartError, ProviderError) as exc:
-            print(f"computer-use eval: {exc}", file=sys.stderr)
-            return 1, []
         except (OSError, CDPError, TimeoutError) as exc:  # the browser, a port, a child process
             logging.getLogger(__name__).debug("the run failed", exc_info=True)
-            print(f"computer-use eval: could not run ({type(exc).__name__}: {exc})", file=sys.stderr)
-            return 1, []
+            raise StartupFailure(
+                f"could not run ({type(exc).__name__}: {exc})", "start it again; if it fails the same way, report it"
+            ) from None
         finally:
+            progress.clear()
             if app is not None:
                 await app.close()
             if fixtures is not None:
@@ -403,17 +452,29 @@ def _line(outcome: Outcome) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_provider_arguments(parser, "the script provider's evaluation script (default: the packaged script.json)")
-    parser.add_argument(
-        "--questions", type=Path, default=QUESTIONS, help="the question file (default: the packaged questions.xml)"
-    )
-    parser.add_argument("--backend", choices=BACKENDS, help="the runtime's backend (default: playwright_mcp)")
-    parser.add_argument("--only", action="append", metavar="N", help="ask only the question with this id (repeatable)")
-    parser.add_argument(
-        "--fixtures-url", help="a running fixture server (http://localhost:PORT) instead of starting one"
+    add_provider_arguments(
+        parser, "the script provider's evaluation script (implies --provider script; default: the packaged one)"
     )
     parser.add_argument(
-        "--timeout", type=float, default=QUESTION_TIMEOUT, help="seconds one question may take (then it fails)"
+        "--questions",
+        type=Path,
+        default=QUESTIONS,
+        metavar="FILE",
+        help="the question file (default: the packaged questions.xml)",
+    )
+    parser.add_argument("--backend", choices=BACKENDS, help=f"the runtime's backend (default: {BACKENDS[0]})")
+    parser.add_argument("--only", action="append", metavar="ID", help="ask only the question with this id (repeatable)")
+    parser.add_argument(
+        "--fixtures-url",
+        metavar="URL",
+        help="a running fixture server (http://localhost:PORT) (default: start one)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=QUESTION_TIMEOUT,
+        metavar="SECONDS",
+        help="how long one question may take (then it fails)",
     )
 
 
@@ -422,8 +483,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "eval",
         help="ask a model the ten evaluation questions through the app and grade the answers",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=DESCRIPTION,
     )
     add_arguments(parser)
     parser.set_defaults(func=run)
@@ -447,8 +507,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="computer-use eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = CommandParser(prog=PROG, description=DESCRIPTION)
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -25,6 +25,7 @@ import contextlib
 import hmac
 import json
 import os
+import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -149,11 +150,21 @@ class _Server(uvicorn.Server):
     def capture_signals(self):  # type: ignore[no-untyped-def]
         yield
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if sockets is not None and self.started:
+            # uvicorn announces only a socket it bound itself (given one, it assumes a Gunicorn worker whose master
+            # did): say where it listens all the same, in its own words, which people and the suites read.
+            self._log_started_message(sockets)
 
-async def serve_http(server: MCPServer, host: str, port: int, token: str | None) -> None:
+
+async def serve_http(
+    server: MCPServer, host: str, port: int, token: str | None, sock: socket.socket | None = None
+) -> None:
     """Serve until cancelled; cancelled, it stops as uvicorn does on a signal (stops listening, gives open requests,
     an MCP client's event stream say, `SHUTDOWN_GRACE` seconds, ends the app's lifespan) before it re-raises.
-    Callers check `check_exposure` first: this binds whatever it is given."""
+    Callers check `check_exposure` first: this binds whatever it is given, or listens on `sock`, bound already
+    (`runtime.startup.listening_socket`: a busy port is found before anything starts)."""
     ensure_descriptors()
     config = bounded_config(
         http_app(server, host, token),
@@ -163,7 +174,7 @@ async def serve_http(server: MCPServer, host: str, port: int, token: str | None)
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
     )
     uvicorn_server = _Server(config)
-    serving = asyncio.ensure_future(uvicorn_server.serve())
+    serving = asyncio.ensure_future(uvicorn_server.serve(sockets=None if sock is None else [sock]))
     try:
         await asyncio.shield(serving)
     except asyncio.CancelledError:

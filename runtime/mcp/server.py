@@ -25,6 +25,7 @@ from pydantic import Field
 from runtime.adapter import envelope, serve
 from runtime.arguments import Command, Detail, Id, Query
 from runtime.capability.verifier import UNIDENTIFIED
+from runtime.mcp.progress import progress_token, with_progress
 from runtime.mcp.schema import compact
 from runtime.models import Action, Assertion, ComputerUseResult, as_text
 from runtime.service import ComputerUseService, Outcome
@@ -78,7 +79,11 @@ class ComputerUseServer(MCPServer):
         if name != TOOL or context is None or self.service is None:
             return await super().call_tool(name, arguments, context)
         request = context.request_context
-        return _to_call_result(await serve(self.service, arguments, request.meta, connection_of(request)))
+        if progress_token(request.meta) is None:
+            return _to_call_result(await serve(self.service, arguments, request.meta, connection_of(request)))
+        async with with_progress(context):  # the client asked to hear each phase the call reaches
+            outcome = await serve(self.service, arguments, request.meta, connection_of(request))
+        return _to_call_result(outcome)
 
 
 CONNECTION_ATTRIBUTE = "_connection"

@@ -98,13 +98,15 @@ def assert_wrong_answer_fails(status: int, rows: dict[str, list[str]]) -> None:
 
 
 @pytest.mark.negative_control
-@pytest.mark.req("eval:runner")
+@pytest.mark.req("eval:runner", "cli:progress")
 def test_a_wrong_answer_is_graded_fail_and_the_run_exits_non_zero(tmp_path: Path) -> None:
     done = run_eval("--script", str(wrong_script(tmp_path)), "--only", "1", "--only", "2")
     _, rows, total = table(done.stdout)
     assert list(rows) == ["1", "2"]  # --only: the chosen questions, and no other
     assert_wrong_answer_fails(done.returncode, rows)
     assert total.startswith("total: 1/2 passed, ")
+    progress = [line for line in done.stderr.splitlines() if line.startswith("computer-use eval: [")]
+    assert progress == [f"computer-use eval: [{n}/2] question {n}: asking" for n in (1, 2)], done.stderr[-2000:]
 
 
 @pytest.mark.negative_control

@@ -2,7 +2,8 @@
 `python -m suites.host.connect_variant <variant> <config dir>`.
 
 Each is `host.connect.serve` with a `Bridge` subclass (its public seam) that restores what connect did before it
-authenticated the app or reached it over its private socket; the rest is the same command.
+authenticated the app, reached it over its private socket or fitted a refusal's hint to its client; the rest is the
+same command.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import httpx2
+from mcp.types import CallToolResult
 
 from host.connect import Bridge, serve
 
@@ -34,7 +36,18 @@ class OverTCP(Bridge):
         return httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0))
 
 
-VARIANTS: dict[str, type[Bridge]] = {"trusts_any_socket": TrustsAnySocket, "over_tcp": OverTCP}
+class RuntimeHints(Bridge):
+    """Passes the runtime's refusals on as they came: the hint written for a host that mints its own tokens."""
+
+    def fit_hint(self, result: CallToolResult) -> CallToolResult:
+        return result
+
+
+VARIANTS: dict[str, type[Bridge]] = {
+    "trusts_any_socket": TrustsAnySocket,
+    "over_tcp": OverTCP,
+    "runtime_hints": RuntimeHints,
+}
 
 if __name__ == "__main__":
     variant, config_dir = sys.argv[1:3]

@@ -451,6 +451,32 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "third-party-clients",
         "the MCP Inspector CLI, configured by docs/clients.md, lists the tool and calls it after a grant",
     ),
+    # -- the commands (issue 32) ----------------------------------------------------------------------------------
+    _req(
+        "cli:help",
+        "commands-a-newcomer-trusts",
+        "every command's --help describes it and every option with help, default and choices, no internal names",
+    ),
+    _req(
+        "cli:startup-failures",
+        "commands-a-newcomer-trusts",
+        "a start-up failure is one stderr line with its documented status: no traceback, temp folder or process left",
+    ),
+    _req(
+        "cli:chromium-discovery",
+        "commands-a-newcomer-trusts",
+        "Chromium is found by CHROMIUM, on PATH and at the usual install paths; if not, the error says how to install",
+    ),
+    _req(
+        "cli:hints",
+        "commands-a-newcomer-trusts",
+        "a refusal's hint fits the caller: grants for a client through connect, page_context_token for a host",
+    ),
+    _req(
+        "cli:progress",
+        "commands-a-newcomer-trusts",
+        "a call with a progressToken gets bounded progress notifications, none without; eval shows each question",
+    ),
     _req(
         "proof:chat-stability",
         "release-proof-chat-stability",
