@@ -10,6 +10,7 @@ from importlib.metadata import entry_points
 
 from runtime.capability.host import ContextStore, Host
 from runtime.cdp import CDPConnection
+from runtime.endpoint import BrowserEndpoint
 from runtime.gateway import ScopedGateway
 from runtime.mcp.server import ComputerUseServer, build_server
 from runtime.models import Page
@@ -48,14 +49,15 @@ class Runtime:
     @classmethod
     async def connect(
         cls,
-        cdp_endpoint: str,
+        cdp_endpoint: str | BrowserEndpoint,
         backends: Mapping[str, BackendFactory] | None = None,
         settings: Settings | None = None,
         store: ContextStore | None = None,
         gateway_factory: GatewayFactory = ScopedGateway,
         service_type: type[ComputerUseService] = ComputerUseService,
     ) -> Runtime:
-        """Connect to a browser's CDP endpoint (`http://host:port`) and assemble the runtime around it.
+        """Connect to a browser's CDP endpoint (`http://host:port`, or a farm's browser WebSocket with the headers
+        its front door wants: `runtime.endpoint.BrowserEndpoint`) and assemble the runtime around it.
 
         `store` is the hosts' shared context store: pass one to set the token lifetime (or the clock) it mints
         and verifies with; by default tokens live `runtime.capability.token.TOKEN_LIFETIME` seconds.

@@ -1,8 +1,10 @@
 """`computer-use serve`: the MCP server over stdio or streamable HTTP (default 127.0.0.1:18100).
 
-It connects to a browser's CDP endpoint (`--cdp-endpoint http://127.0.0.1:9222`) or launches a private
-Chromium (`--launch`). Only a host that shares this runtime's context store can mint tokens, so a bare server
-answers every call with `invalid_capability` — by design, a third-party client alone cannot act.
+It connects to a browser's CDP endpoint (`--cdp-endpoint http://127.0.0.1:9222`, or a browser farm's WebSocket
+`ws://…`/`wss://…` with the headers its front door wants: `--cdp-header`, `--cdp-headers-file`,
+`$COMPUTER_USE_CDP_HEADERS`) or launches a private Chromium (`--launch`). Only a host that shares this runtime's
+context store can mint tokens, so a bare server answers every call with `invalid_capability` — by design, a
+third-party client alone cannot act.
 
 SIGINT and SIGTERM (what `timeout`, systemd, containers and MCP clients send) both stop it the same way: the
 transport ends, the runtime closes its backend sessions (their child processes), a launched Chromium's process
@@ -34,6 +36,7 @@ from pathlib import Path
 
 from runtime.app import Runtime
 from runtime.browser import PrivateChromium
+from runtime.endpoint import HEADERS_ENV, BrowserEndpoint, HeaderError, headers_from
 from runtime.mcp.http import TOKEN_ENV, ExposureRefused, check_exposure, read_token, serve_http
 from runtime.mcp.stdio import run_stdio
 from runtime.observation import OBSERVATION_TOKENS
@@ -68,7 +71,7 @@ async def serve(args: argparse.Namespace, token: str | None) -> None:
         loop.add_signal_handler(sig, stop.set)
     chromium = await PrivateChromium.launch() if args.launch else None
     try:
-        endpoint = chromium.endpoint if chromium else args.cdp_endpoint
+        endpoint = chromium.endpoint if chromium else BrowserEndpoint(args.cdp_endpoint, args.cdp_headers)
         settings = Settings(backend=args.backend, observation_tokens=args.observation_tokens)
         runtime = await Runtime.connect(endpoint, settings=settings)
         try:
@@ -109,8 +112,22 @@ def main(argv: list[str] | None = None) -> int:
         help=f"http: require 'Authorization: Bearer <the file's content>' (or set {TOKEN_ENV})",
     )
     source = run.add_mutually_exclusive_group(required=True)
-    source.add_argument("--cdp-endpoint", help="a browser's CDP endpoint, e.g. http://127.0.0.1:9222")
+    source.add_argument(
+        "--cdp-endpoint",
+        help="a browser's CDP endpoint, e.g. http://127.0.0.1:9222, or a browser farm's WebSocket, ws://… or wss://…",
+    )
     source.add_argument("--launch", action="store_true", help="launch a private headless Chromium")
+    run.add_argument(
+        "--cdp-header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="a header for every connection to --cdp-endpoint, as a browser farm's front door wants it "
+        f"(repeatable; also --cdp-headers-file and ${HEADERS_ENV}, which keep a secret off the command line)",
+    )
+    run.add_argument(
+        "--cdp-headers-file", type=Path, metavar="FILE", help="headers for --cdp-endpoint, one 'NAME: VALUE' a line"
+    )
     run.add_argument("--backend", default="playwright_mcp", help="backend for new ComputerSessions")
     run.add_argument(
         "--observation-tokens",
@@ -123,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command != "serve":
         return args.func(args)
+    if args.launch and (args.cdp_header or args.cdp_headers_file):
+        run.error("--cdp-header and --cdp-headers-file go with --cdp-endpoint; a launched Chromium takes none")
+    try:
+        args.cdp_headers = () if args.launch else headers_from(args.cdp_header, args.cdp_headers_file)
+    except (HeaderError, OSError) as exc:
+        run.error(str(exc))  # exits with status 2 before anything starts
     token = None
     if args.transport == "http":
         try:

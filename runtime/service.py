@@ -37,6 +37,7 @@ from runtime.commands.base import (
     mark,
 )
 from runtime.commands.verify import Verifying
+from runtime.endpoint import BrowserEndpoint
 from runtime.failures import GONE
 from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult, Page
@@ -76,7 +77,7 @@ class ComputerUseService(Acting, Verifying):
 
     def __init__(
         self,
-        cdp_endpoint: str,
+        cdp_endpoint: str | BrowserEndpoint,
         cdp: CDPConnection,
         registry: PageRegistry,
         store: ContextStore,

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 
 from runtime.backend import Backend, BackendConfig, BackendError, Failure
 from runtime.cdp import CDPConnection, CDPError
+from runtime.endpoint import BrowserEndpoint
 from runtime.gateway import GatewayEvent, ScopedGateway
 from runtime.models import Page
 from runtime.probe import PageProbe
@@ -102,7 +103,7 @@ class Refusal(Exception):
 class SessionManager:
     def __init__(
         self,
-        cdp_endpoint: str,
+        cdp_endpoint: str | BrowserEndpoint,
         cdp: CDPConnection,
         registry: PageRegistry,
         backends: Mapping[str, BackendFactory],

@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from runtime.endpoint import BrowserEndpoint
 from runtime.gateway.admission import Admission
 from runtime.gateway.allowlist import Policy, static_verdict
 from runtime.gateway.records import Absorbed, GatewayEvent, Ledger, RefusedCommand
@@ -36,7 +37,7 @@ class ScopedGateway:
 
     def __init__(
         self,
-        upstream_http: str,
+        endpoint: str | BrowserEndpoint,
         target_id: str,
         *,
         on_event: Callable[[GatewayEvent], None] | None = None,
@@ -45,13 +46,13 @@ class ScopedGateway:
         scope: type[TargetScope] = TargetScope,
         relay: type[Relay] = Relay,
     ) -> None:
-        """`upstream_http`: the browser's endpoint, `http://host:port` or a private Chromium's `unix:/path`
-        (`runtime.pipe`). `policy`: the static method table (`allowlist.static_verdict`). `admission`, `scope` and
-        `relay` are the rooms' classes, public seams like `policy`: whoever builds the gateway may hand in another
-        room."""
+        """`endpoint`: the browser's, `http://host:port`, a private Chromium's `unix:/path` (`runtime.pipe`) or a
+        farm's browser WebSocket with its headers (`runtime.endpoint`). `policy`: the static method table
+        (`allowlist.static_verdict`). `admission`, `scope` and `relay` are the rooms' classes, public seams like
+        `policy`: whoever builds the gateway may hand in another room."""
         self.target_id = target_id
         self.ledger = Ledger(target_id, on_event)
-        self.upstream = Upstream(upstream_http)
+        self.upstream = Upstream(endpoint)
         self.admission = admission(self.ledger)
         self.scope = scope(target_id, self.ledger, policy)
         self.relay = relay(self.upstream, self.scope, self.ledger)

@@ -55,6 +55,9 @@ class Relay:
             return web.Response(status=403, text=refusal_message("connect", reason))
         if kind not in ("browser", "page"):
             return web.Response(status=404, text=f"computer_use gateway: no such endpoint /devtools/{kind}")
+        if kind == "page" and self.upstream.endpoint.websocket_only:
+            reason = "the upstream is a browser WebSocket only; connect to the gateway's /devtools/browser/ endpoint"
+            return web.Response(status=501, text=f"computer_use gateway: {reason}")
         upstream_url = self.upstream.browser_ws if kind == "browser" else self.upstream.page_ws(ident)
         try:
             upstream = await self.upstream.connect(upstream_url)

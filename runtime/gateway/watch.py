@@ -41,7 +41,7 @@ class Watch:
         try:
             self._ws = await self.upstream.connect(self.upstream.browser_ws)
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise GatewayError(f"could not connect to the browser at {self.upstream.browser_ws}: {exc}") from exc
+            raise GatewayError(f"could not connect to the browser at {self.upstream.endpoint}: {exc}") from exc
         answered: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._watch(self._ws, answered))
         # The only call the gateway makes on its own: browser level, no page is touched.
