@@ -871,6 +871,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req("bench:act-latency", "budgets", "act latency against the raw upstream is measured (not asserted)"),
     _req(
+        "bench:remote-latency",
+        "the-runtime-on-a-remote-browser",
+        "observe and act p50 on a local and on a remote browser through a front door are measured (not asserted)",
+    ),
+    _req(
         "bench:task-cost",
         "cost",
         "what a model reads per task (tool definitions once, every answer, the calls) is measured for ours and the "
