@@ -3,9 +3,10 @@
 Local: the runtime on a Chromium of this host (`http://127.0.0.1:PORT`). Remote: the runtime on a Chromium in a
 network namespace of this machine, reached through a farm's front door on its own address (`suites/remote/farm.py`:
 every CDP message of the runtime, its gateway and its backend crosses the veth pair and the door's relay, and every
-page load crosses it back to the fixture server). Each side opens the form page and the chat, then times the same
-calls through a real MCP client: `observe` of the page, and `act` (a click on the gift box, its re-observation
-included). The p50s and the difference go to the cost summary (`remote-latency-<backend>`); nothing is asserted:
+page load crosses it back to the fixture server). Each side opens the form page and the chat; then the same calls
+go through a real MCP client to each side in turn, round after round: `observe` of the page, and `act` (a click on
+the gift box, its re-observation included). The p50s and the p50 of the paired differences go to the cost summary
+(`remote-latency-<backend>`); nothing is asserted:
 timings belong in benchmarks, and a timed assert fails at random on shared machines. `make bench` runs it; `make
 test` skips it. Without root or `ip`, it skips with the reason.
 """
@@ -38,59 +39,80 @@ from suites.remote.farm import farm
 
 pytestmark = pytest.mark.req("bench:remote-latency")
 
-ROUNDS, WARMUP = 15, 2
+ROUNDS, WARMUP = 21, 2
 GIFT = re.compile(r'(?m)^(\w+) checkbox "This is a gift"')
 Call = Callable[..., Awaitable[ComputerUseResult]]
 
 
-async def timed_calls(
-    stack: contextlib.AsyncExitStack, endpoint: str | BrowserEndpoint, lab_cdp: CDPClient, server: FixtureServer,
-    backend: str,
-) -> dict[str, float]:  # fmt: skip
-    """p50 milliseconds of `observe` and `act` (after `WARMUP` rounds of each) on `endpoint`'s browser."""
-    workspace = Workspace(lab_cdp)
-    page = await workspace.open("A", server.url("/dom_form/"), workspace.column(0, 3))
-    chat = await workspace.open("chat", server.url("/chat/"), workspace.column(1, 3))
-    stack.push_async_callback(workspace.close_all)
-    runtime = await Runtime.connect(endpoint, settings=Settings(backend=backend))
-    stack.push_async_callback(runtime.close)
-    registered = await runtime.registry.register(page.target_id, page.window_id)
-    await runtime.registry.register(chat.target_id, chat.window_id, is_chat=True)
-    turn = runtime.host.start_turn([registered.registry_page_id])
-    hosted = HostedClient(await stack.enter_async_context(client_in_task(runtime.server)))
+class Side:
+    """One runtime on one browser, with the form page authorized: `observe()` and `act()` (a click on the gift box),
+    each a real MCP call, each checked ok."""
 
-    async def call(**arguments: Any) -> ComputerUseResult:
-        raw = await hosted.call(await turn.provider_request(), **arguments)
-        result = ComputerUseResult.model_validate(raw.structured_content)
-        assert result.status == "ok", result
-        return result
+    def __init__(self, runtime: Runtime, page: str, call: Call) -> None:
+        self.runtime = runtime
+        self.page = page
+        self.call = call
+        self.seen: ComputerUseResult | None = None
+        self.ref = ""
 
-    async def p50(make: Callable[[], Awaitable[Any]]) -> float:
-        spent = []
+    @classmethod
+    async def open(
+        cls, stack: contextlib.AsyncExitStack, endpoint: str | BrowserEndpoint, lab_cdp: CDPClient,
+        server: FixtureServer, backend: str,
+    ) -> Side:  # fmt: skip
+        workspace = Workspace(lab_cdp)
+        page = await workspace.open("A", server.url("/dom_form/"), workspace.column(0, 3))
+        chat = await workspace.open("chat", server.url("/chat/"), workspace.column(1, 3))
+        stack.push_async_callback(workspace.close_all)
+        runtime = await Runtime.connect(endpoint, settings=Settings(backend=backend))
+        stack.push_async_callback(runtime.close)
+        registered = await runtime.registry.register(page.target_id, page.window_id)
+        await runtime.registry.register(chat.target_id, chat.window_id, is_chat=True)
+        turn = runtime.host.start_turn([registered.registry_page_id])
+        hosted = HostedClient(await stack.enter_async_context(client_in_task(runtime.server)))
+
+        async def call(**arguments: Any) -> ComputerUseResult:
+            raw = await hosted.call(await turn.provider_request(), **arguments)
+            result = ComputerUseResult.model_validate(raw.structured_content)
+            assert result.status == "ok", result
+            return result
+
+        return cls(runtime, registered.registry_page_id, call)
+
+    async def observe(self) -> None:
+        self.seen = await self.call(command="observe", page=self.page)
+        found = GIFT.search(self.seen.observation or "")
+        assert found, self.seen.observation
+        self.ref = found.group(1)  # the box stays the same element after each click: its ref holds for the acts
+
+    async def act(self) -> None:
+        assert self.seen is not None
+        frame = {"computer_session_id": self.seen.computer_session_id, "frame_id": self.seen.frame_id}
+        self.seen = await self.call(command="act", **frame, action={"type": "click", "ref": self.ref})
+
+
+async def p50s(sides: dict[str, Side]) -> dict[str, float]:
+    """Each command timed on each side in turn, round after round (a load that comes and goes on a shared machine
+    then falls on both alike): p50 per side and command, and p50 of the paired differences."""
+    spent: dict[tuple[str, str], list[float]] = {}
+    for command in ("observe", "act"):
         for _ in range(WARMUP + ROUNDS):
-            started = time.perf_counter()
-            await make()
-            spent.append((time.perf_counter() - started) * 1000)
-        return round(statistics.median(spent[WARMUP:]), 1)
-
-    state: dict[str, Any] = {}
-
-    async def observe() -> None:
-        state["seen"] = await call(command="observe", page=registered.registry_page_id)
-
-    async def act() -> None:
-        seen = state["seen"]
-        frame = {"computer_session_id": seen.computer_session_id, "frame_id": seen.frame_id}
-        state["seen"] = await call(command="act", **frame, action={"type": "click", "ref": state["ref"]})
-
-    observed = await p50(observe)
-    match = GIFT.search(state["seen"].observation or "")
-    assert match, state["seen"].observation
-    state["ref"] = match.group(1)  # of the latest observation; the box stays the same element after each click
-    return {"observe_p50_ms": observed, "act_p50_ms": await p50(act)}
+            for side, runner in sides.items():
+                started = time.perf_counter()
+                await getattr(runner, command)()
+                spent.setdefault((side, command), []).append((time.perf_counter() - started) * 1000)
+    figures = {f"{side}_{command}_p50_ms": median(times) for (side, command), times in spent.items()}
+    for command in ("observe", "act"):
+        pairs = zip(spent["remote", command][WARMUP:], spent["local", command][WARMUP:], strict=True)
+        figures[f"{command}_added_p50_ms"] = round(statistics.median(r - loc for r, loc in pairs), 1)
+    return figures
 
 
-async def local_and_remote(backend: str) -> dict[str, dict[str, float]]:
+def median(times: list[float]) -> float:
+    return round(statistics.median(times[WARMUP:]), 1)
+
+
+async def local_and_remote(backend: str) -> dict[str, float]:
     async with contextlib.AsyncExitStack() as stack:
         server = await FixtureServer().start()
         stack.push_async_callback(server.stop)
@@ -98,27 +120,24 @@ async def local_and_remote(backend: str) -> dict[str, dict[str, float]]:
         stack.push_async_callback(chromium.close)
         lab_cdp = await chromium.connect()
         stack.push_async_callback(lab_cdp.close)
-        local = await timed_calls(stack, chromium.http_endpoint, lab_cdp, server, backend)
         remote = await stack.enter_async_context(farm(server))
         remote_cdp = await CDPClient.connect(remote.door, headers=remote.headers)
         stack.push_async_callback(remote_cdp.close)
-        through_door = await timed_calls(stack, remote.endpoint(), remote_cdp, server, backend)
-    return {"local": local, "remote": through_door}
+        sides = {
+            "local": await Side.open(stack, chromium.http_endpoint, lab_cdp, server, backend),
+            "remote": await Side.open(stack, remote.endpoint(), remote_cdp, server, backend),
+        }
+        return await p50s(sides)
 
 
 def test_bench_observe_and_act_p50_on_a_local_and_on_a_remote_browser(benchmark: Any, backend: str) -> None:
     if (reason := unavailable()) is not None:
         pytest.skip(reason)
     benchmark.group = f"remote browser, {backend}"
-    figures: dict[str, dict[str, float]] = {}
+    figures: dict[str, float] = {}
 
     def measure() -> None:
         figures.update(asyncio.run(local_and_remote(backend)))
 
     benchmark.pedantic(measure, rounds=1, iterations=1)
-    flat = {f"{side}_{name}": value for side, measured in figures.items() for name, value in measured.items()}
-    added = {
-        f"{name.removesuffix('_p50_ms')}_added_ms": round(figures["remote"][name] - figures["local"][name], 1)
-        for name in ("observe_p50_ms", "act_p50_ms")
-    }
-    record_cost(f"remote-latency-{backend}", {**flat, **added, "rounds": ROUNDS, "warmup": WARMUP})
+    record_cost(f"remote-latency-{backend}", {**figures, "rounds": ROUNDS, "warmup": WARMUP})
