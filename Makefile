@@ -8,9 +8,19 @@ PYTEST := $(VENV)/bin/pytest
 NPM_STAMP := backends/node_modules/.installed
 APPS_STAMP := fixtures_sites/realapps/node_modules/.installed
 VENV_STAMP := $(VENV)/.installed
-RESULTS := reports/allure-results
+ALLURE_RESULTS := reports/allure-results
+LAB_ENV := SUITE_BACKENDS=all INSTALLED_BACKENDS=all NEGATIVE_CONTROL_BACKENDS=all FUZZ_EXAMPLES=10000
 
-.PHONY: setup chromium test lab bench mutation lint parity-doc clean
+# SHARDS=N SHARD=i (make test, make lab): run the i-th of N shards of the run, balanced by the test durations a full
+# run recorded (suites/durations/, refreshed by `make durations`) with pytest-split (its least_duration algorithm, set
+# in pyproject.toml). Every shard does its own set-up and splits the same collection the same way, so the N shards
+# together run each test exactly once: one machine per shard, each with the same tree. docs/scale.md.
+SHARDS ?= 1
+SHARD ?= 1
+split = $(if $(filter-out 1,$(SHARDS)),--splits $(SHARDS) --group $(SHARD) --durations-path suites/durations/$(1).json)
+SHARD_DIR := reports/shard-$(SHARD)
+
+.PHONY: setup chromium test lab report durations bench mutation lint parity-doc clean
 
 setup: chromium $(VENV_STAMP) $(NPM_STAMP) $(APPS_STAMP)
 
@@ -56,10 +66,11 @@ lint: $(VENV_STAMP)
 # The release proofs and the backend contract tests (suites/backends) run on every backend, every other test on the
 # default one (suites/selection.py); each negative control on one, the whole-app runs (installed, evaluation) on the
 # default one — `make lab` runs all of those on every backend. Which suite runs where, and why: docs/lab.md.
-# BACKEND=name runs every test on that backend only; WORKERS=1 runs in one process.
+# BACKEND=name runs every test on that backend only; WORKERS=1 runs in one process; SHARDS=N SHARD=i one shard.
 WORKERS ?= 4
 test: setup lint
-	$(PYTEST) suites --benchmark-skip -n $(WORKERS) --dist worksteal --durations=15 $(if $(BACKEND),--backend $(BACKEND))
+	$(PYTEST) suites --benchmark-skip -n $(WORKERS) --dist worksteal --durations=15 $(if $(BACKEND),--backend $(BACKEND)) \
+	  $(call split,make-test)
 
 # docs/parity.md is generated from the parity ledger (suites/parity/ledger.py); `pytest suites/parity` checks it.
 parity-doc: $(VENV_STAMP)
@@ -79,13 +90,36 @@ bench: setup
 
 # The acceptance run: every suite and benchmark on every backend with Allure results, then the cost summary and
 # the single-file offline report (which carries the summary, its plot and the parity table on its front page).
-# Both are built even when a suite fails; the exit status is the suites'.
+# Both are built even when a suite fails; the exit status is the suites'. A shard (SHARDS=N SHARD=i) writes its
+# results, cost figures and shard.json (which tests it ran of which collection: suites/shards.py) to
+# reports/shard-<i>/ and builds no report: `make report RESULTS="…"` merges the shards'.
 lab: setup
-	@rm -rf $(RESULTS) reports/costs
-	@status=0; SUITE_BACKENDS=all INSTALLED_BACKENDS=all NEGATIVE_CONTROL_BACKENDS=all FUZZ_EXAMPLES=10000 $(PYTEST) suites --alluredir=$(RESULTS) || status=$$?; \
-	$(PY) -m lab.costs || true; \
-	$(PY) -m lab.mutation --summary || true; \
-	$(PY) -m lab.report || { [ $$status -ne 0 ] || status=1; }; \
+ifeq ($(SHARDS),1)
+	@rm -rf $(ALLURE_RESULTS) reports/costs
+	@status=0; $(LAB_ENV) $(PYTEST) suites --alluredir=$(ALLURE_RESULTS) || status=$$?; \
+	$(build_report) || { [ $$status -ne 0 ] || status=1; }; \
+	exit $$status
+else
+	@rm -rf $(SHARD_DIR) && mkdir -p $(SHARD_DIR)
+	$(LAB_ENV) LAB_COSTS_DIR=$(SHARD_DIR)/costs $(PYTEST) suites --alluredir=$(SHARD_DIR)/allure-results \
+	  $(call split,make-lab) -p suites.shards --shards-record $(SHARD_DIR)/shard.json
+endif
+
+# The one cost summary and offline report: of this machine's last `make lab`, or, with RESULTS="reports/shard-1 …"
+# (each shard's folder, copied here from its machine), of all the shards, merged first into reports/ (lab/merge.py):
+# the same tests, figures and parity table as one machine's run.
+build_report = $(PY) -m lab.costs || true; $(PY) -m lab.mutation --summary || true; $(PY) -m lab.report
+report: $(VENV_STAMP) $(NPM_STAMP)
+	@$(if $(RESULTS),$(PY) -m lab.merge $(RESULTS) || exit $$?;) $(build_report)
+
+# The durations SHARDS splits by, refreshed: make test's run and make lab's, each storing every test's time
+# (pytest-split's --store-durations) in suites/durations/. About as long as the two runs; commit the two files.
+durations: setup
+	@status=0; \
+	$(PYTEST) suites --benchmark-skip -n $(WORKERS) --dist worksteal --store-durations --clean-durations \
+	  --durations-path suites/durations/make-test.json || status=$$?; \
+	$(LAB_ENV) $(PYTEST) suites --store-durations --clean-durations --durations-path suites/durations/make-lab.json \
+	  || status=$$?; \
 	exit $$status
 
 # Mutation testing of the security-critical runtime (lab/mutation.py, docs/lab.md): mutmut over the functions the
@@ -95,4 +129,4 @@ mutation: setup
 	$(PY) -m lab.mutation $(if $(GROUP),--group $(GROUP)) $(if $(WRITE_DOC),--write-doc)
 
 clean:
-	rm -rf reports/allure-results reports/allure-report reports/costs .pytest_cache .ruff_cache .benchmarks
+	rm -rf reports/allure-results reports/allure-report reports/costs reports/shard-* .pytest_cache .ruff_cache .benchmarks

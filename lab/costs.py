@@ -52,7 +52,7 @@ BUDGETS = {
     "budget_per_element": "tokens_per_element",
     "line_budget_per_element": "line_tokens_per_element",
     "budget": "tokens",
-    "budget_ms": "overhead_ms",
+    "budget_ms": "beyond_pointer_ms",
 }
 """budget key -> the figure it bounds, as the suites record them."""
 

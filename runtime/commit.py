@@ -249,9 +249,17 @@ def mode_of(action: Action) -> str | None:
     return None
 
 
-async def read_commit(probe: PageProbe, action: Action, element: Element | None, frames: list[FrameContext]) -> Reading:
+async def read_commit(
+    probe: PageProbe,
+    action: Action,
+    element: Element | None,
+    frames: list[FrameContext],
+    top_named: list[dict[str, Any]] | None = None,
+) -> Reading:
     """The live elements `action` would go through, in the Page's `frames` (read once per write, shared with the
-    structure read); an empty reading for acts that commit nothing."""
+    structure read); an empty reading for acts that commit nothing. `top_named`: the top document's live elements
+    with the element's role and name when the caller has just read them (the pointer, once the Page answered it),
+    so the top document's accessibility tree is not asked again, a rendering update later."""
     mode = mode_of(action)
     if mode is None:
         return Reading()
@@ -268,7 +276,8 @@ async def read_commit(probe: PageProbe, action: Action, element: Element | None,
         return Reading()
     targets: list[Target] = []
     for frame in frames:
-        targets += await _reads(probe, frame, await live(probe, frame, element), mode)
+        named = top_named if frame.top and top_named is not None else await live(probe, frame, element)
+        targets += await _reads(probe, frame, named, mode)
         if len(targets) >= MAX_CANDIDATES:
             break
     return Reading(targets, found=bool(targets))
@@ -280,6 +289,13 @@ async def live(probe: PageProbe, frame: FrameContext, element: Element) -> list[
     Other frames than the top by their DOM: an offscreen frame of another site is throttled, and its accessibility
     tree would not answer before `AX_WAIT` on every act."""
     return await (_by_role_and_name(probe, frame, element) if frame.top else _by_dom(probe, frame, element))
+
+
+async def aim(probe: PageProbe, frame: FrameContext, element: Element) -> list[dict[str, Any]]:
+    """Where the element may be, to aim the pointer at before the Page is read: the frame's DOM searched by role and
+    the simple name (it answers at once), else the accessibility tree (it waits for a rendering update). Only the
+    aim: what the write goes through is read by `live` once the pointer is there."""
+    return await _by_dom(probe, frame, element) or await live(probe, frame, element)
 
 
 async def _by_role_and_name(probe: PageProbe, frame: FrameContext, element: Element) -> list[dict[str, Any]]:

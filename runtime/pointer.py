@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from runtime.backend import Element
 from runtime.cdp import CDPError
-from runtime.commit import AT_POINT, live
+from runtime.commit import AT_POINT, aim, live
 from runtime.models import Action
+from runtime.phases import mark
 from runtime.probe import FrameContext, PageProbe
 
 ANSWER = """new Promise(done => {
@@ -39,6 +42,29 @@ ANSWER = """new Promise(done => {
 a framework's state update and its render (at most 100 ms), then the CSS transitions and animations that are running
 then and end (a control a `:hover` rule grows from 0 px wide with `transition: width .5s` has no box to press, and no
 ref in a snapshot, until its transition has run); 750 ms at most."""
+FIRST_FRAME = (
+    "globalThis.computerUseFirstFrame = new Promise(done => {"
+    " requestAnimationFrame(() => done(true)); setTimeout(() => done(false), 100); }), true"
+)
+"""The first of the two frames of `ANSWER`, asked for before the move is sent, so that it is the frame the move is
+delivered in (Chromium delivers a pointer move with the next frame, before its animation-frame callbacks) or the one
+after it; held in the probe's isolated world, which the Page's scripts cannot see. At most 100 ms."""
+SECOND_FRAME = """new Promise(done => {
+  let framed = false;
+  const frame = () => {
+    if (framed) return;
+    framed = true;
+    const running = document.getAnimations()
+      .filter(a => a.playState === 'running' && Number.isFinite(a.effect?.getComputedTiming().endTime));
+    if (!running.length) return done(false);
+    Promise.all(running.map(a => a.finished.catch(() => null))).then(() => done(true));
+  };
+  requestAnimationFrame(frame);
+  setTimeout(frame, 100);
+  setTimeout(() => done(true), 750);
+})"""
+"""The rest of `ANSWER`: the second frame, then the transitions running then; true when it waited for any (or for
+its bound), so what the accessibility tree said during that frame may be out of date."""
 FRAME_WAIT = 1.0
 """Seconds the Page's answer gets at most."""
 
@@ -68,38 +94,75 @@ function (x, y, ...named) {{
 """True when the control under (x, y) is, or is inside, one of `named` (or is a label of one)."""
 
 
-async def rest_on(probe: PageProbe, frames: list[FrameContext], action: Action, element: Element | None) -> Rest:
+@dataclass(frozen=True)
+class Pointed:
+    """What `rest_on` did: where the pointer rests, and the top document's live elements with the frame's role and
+    name as read once the Page answered it (None when none were read: the commit read then reads them itself)."""
+
+    rest: Rest
+    named: list[dict[str, Any]] | None = None
+
+
+Answered = Callable[[PageProbe, FrameContext, Element], Awaitable[list[dict[str, Any]]]]
+"""How the Page's answer to the pointer is awaited and the named elements read once it has answered (`answered`)."""
+
+
+async def rest_on(
+    probe: PageProbe,
+    frames: list[FrameContext],
+    action: Action,
+    element: Element | None,
+    answer: Answered | None = None,
+) -> Pointed:
     """Move the pointer to where `action` (a click) will press and let the Page answer. `Rest.changed` when, once the
     pointer is there, the control under it is not one with the role and name the frame gave the ref (renamed,
     covered or moved as the pointer reached it).
 
     A ref with no rendered match in the top document (hidden, or in a frame of its own) is not moved to: the
-    backend's own checks refuse a hidden control, and a frame's element is read as before (docs/policy.md)."""
+    backend's own checks refuse a hidden control, and a frame's element is read as before (docs/policy.md).
+    `answer`: how the Page's answer is awaited and the named elements read then (`answered` unless one is passed)."""
     if not frames or not frames[0].top or action.type != "click" or not (action.is_point or element is not None):
-        return Rest.there
+        return Pointed(Rest.there)
     top = frames[0]
     if await probe.evaluate_in(top, "document.visibilityState") == "hidden":
-        return Rest.hidden
+        return Pointed(Rest.hidden)
     if action.is_point:
+        mark("policy")
         await _move(probe, top, float(action.x or 0), float(action.y or 0))
-        return Rest.there
+        await _answer(probe, top)
+        mark("pointer")
+        return Pointed(Rest.there)
     if element is None:
-        return Rest.there
-    named = await live(probe, top, element)
+        return Pointed(Rest.there)
+    named = await aim(probe, top, element)
     point = None
     for remote in named:
         point = await _press_point(probe, top, remote["objectId"])
         if point is not None:
             break
     if point is None:
-        return Rest.there
+        return Pointed(Rest.there)
     # Covered before the pointer came (a sticky header): not the move's doing, and the backend's own checks answer it.
     ours = await _under(probe, top, point, named)
+    await probe.evaluate_in(top, FIRST_FRAME)
+    mark("policy")
     await _move(probe, top, *point)
-    named = await live(probe, top, element)
+    named = await (answer or answered)(probe, top, element)
+    mark("pointer")
     if not named or (ours and not await _under(probe, top, point, named)):
-        return Rest.changed
-    return Rest.there
+        return Pointed(Rest.changed)
+    return Pointed(Rest.there, named)
+
+
+async def answered(probe: PageProbe, frame: FrameContext, element: Element) -> list[dict[str, Any]]:
+    """The Page's answer to the pointer (`ANSWER`: the frame asked for before the move, then one more and the
+    transitions running then), and the live elements with the element's role and name once it has answered. The
+    accessibility lookup waits for the Page's next rendering update anyway, so it is sent with the second frame's
+    wait and answers with that frame, after the Page's callbacks of it; only when transitions were still running
+    then is it asked again, once they have ended."""
+    await _frames(probe, frame, "globalThis.computerUseFirstFrame")
+    waited, named = await asyncio.gather(_frames(probe, frame, SECOND_FRAME), live(probe, frame, element))
+    return await live(probe, frame, element) if waited else named
 
 
 async def _under(
@@ -148,11 +211,17 @@ async def hovered(probe: PageProbe) -> None:
 async def _move(probe: PageProbe, frame: FrameContext, x: float, y: float) -> None:
     params: dict[str, Any] = {"type": "mouseMoved", "x": x, "y": y, "modifiers": 0}
     await probe.send_in(frame, "Input.dispatchMouseEvent", params)
-    await _answer(probe, frame)
 
 
 async def _answer(probe: PageProbe, frame: FrameContext) -> None:
-    params = {"expression": ANSWER, "contextId": frame.world, "awaitPromise": True, "returnByValue": True}
-    # A Page that renders nothing and runs no timer now is read as it is.
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(probe.send_in(frame, "Runtime.evaluate", params), FRAME_WAIT)
+    await _frames(probe, frame, ANSWER)
+
+
+async def _frames(probe: PageProbe, frame: FrameContext, expression: str) -> bool:
+    """Wait for the Page's frames as `expression` does; its answer, or True when it did not answer in time."""
+    params = {"expression": expression, "contextId": frame.world, "awaitPromise": True, "returnByValue": True}
+    try:
+        found = await asyncio.wait_for(probe.send_in(frame, "Runtime.evaluate", params), FRAME_WAIT)
+    except TimeoutError:
+        return True  # a Page that renders nothing and runs no timer now is read as it is
+    return found.get("result", {}).get("value") is not False

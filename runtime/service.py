@@ -32,9 +32,6 @@ from runtime.commands.base import (
     RESERVED_NAVIGATION,
     Outcome,
     call_approval,
-    call_marks,
-    durations,
-    mark,
 )
 from runtime.commands.verify import Verifying
 from runtime.endpoint import BrowserEndpoint
@@ -42,6 +39,7 @@ from runtime.failures import GONE
 from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult, Page
 from runtime.models.page import RELATIONS
+from runtime.phases import call_marks, durations, mark
 from runtime.reasons import ReasonCode
 from runtime.registry.registry import PageRegistry, UnknownPage, origin
 from runtime.session import ComputerSession
@@ -63,7 +61,7 @@ class CallRecord:
     session_id: str | None
     message: str
     phases: dict[str, float] = field(default_factory=dict)
-    """Milliseconds per phase of the call, in order (`runtime.commands.base.PHASES`): where the runtime's time went,
+    """Milliseconds per phase of the call, in order (`runtime.phases.PHASES`): where the runtime's time went,
     for the overhead benchmark (`suites/bench/test_act_latency.py`): the backend's own work is `backend_act` +
     `backend_snapshot`."""
 

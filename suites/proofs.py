@@ -4,6 +4,7 @@ passes on the real runtime is shown to fail on a broken one."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,9 @@ import allure
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 
-COSTS = Path(__file__).resolve().parent.parent / "reports" / "costs"
+COSTS = Path(os.environ.get("LAB_COSTS_DIR") or Path(__file__).parent.parent / "reports" / "costs").resolve()
+"""Where cost figures go: reports/costs/, or `$LAB_COSTS_DIR` (a shard of `make lab` keeps its own, merged later by
+`make report`, lab/merge.py)."""
 
 
 def report_figures(tap: CDPTap, names: dict[str, str]) -> dict[str, dict[str, int]]:

@@ -26,14 +26,14 @@ from backends.playwright_mcp.adapter import PlaywrightMCPBackend
 from runtime.backend import BackendError, Element, Failure
 from runtime.capability.host import PageContext
 from runtime.commands.base import Outcome
-from runtime.commit import Reading
+from runtime.commit import Reading, aim
 from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.gateway.scope import TargetScope
 from runtime.mcp.server import ComputerUseServer
 from runtime.models import Action, Assertion, Page
-from runtime.pointer import Rest
-from runtime.probe import PageProbe
+from runtime.pointer import Pointed, Rest, rest_on
+from runtime.probe import FrameContext, PageProbe
 from runtime.reasons import ReasonCode
 from runtime.scope import Scope
 from runtime.service import ComputerUseService
@@ -118,8 +118,18 @@ class JudgeBeforePointer(ComputerUseService):
     """Judges a click on what is under its point before the pointer has moved there (the pointer-truth control):
     the backend's own move then reveals or renames the control it presses."""
 
-    async def _point(self, *args: Any) -> Rest:
-        return Rest.there
+    async def _point(self, *args: Any) -> Pointed:
+        return Pointed(Rest.there)
+
+
+class AnswerUnawaited(ComputerUseService):
+    """Reads what is under a click's pointer as soon as the move is delivered, before the Page has answered it (the
+    pointer-truth control for a Page that answers a frame later, as a transition library does)."""
+
+    async def _point(
+        self, session: ComputerSession, action: Action, element: Element | None, frames: list[FrameContext]
+    ) -> Pointed:
+        return await rest_on(session.probe, frames, action, element, answer=aim)
 
 
 class BringToFront(ComputerUseService):
@@ -368,6 +378,7 @@ SABOTAGE: dict[str, Sabotage] = {
     "submit_twice": Sabotage(service_type=SubmitTwice),
     "judge_before_pointer": Sabotage(service_type=JudgeBeforePointer),
     "hover_unanswered": Sabotage(service_type=HoverUnanswered),
+    "answer_unawaited": Sabotage(service_type=AnswerUnawaited),
     "bring_to_front": Sabotage(service_type=BringToFront),
     "answer_dialogs": Sabotage(service_type=AnswerDialogs),
     "switch_backend_on_failure": Sabotage(service_type=SwitchBackendOnFailure),

@@ -11,7 +11,10 @@
 - "Save draft" (`DRAFT`) renames itself "Confirm purchase" on `pointerdown`; the click that follows POSTs
   `/pointer/purchase`;
 - "Add to wishlist" (`WISHLIST`, writes nothing) in a card whose hover lays "Pay now" over it (CSS `:hover`); "Pay
-  now" POSTs `/pointer/pay`.
+  now" POSTs `/pointer/pay`;
+- "Move to folder" (`FOLDER`) renames itself "Delete forever" two animation frames after `pointerover`, as a
+  transition library starts an enter transition (back on `pointerleave`); a click while it says "Delete forever"
+  POSTs `/pointer/erase`.
 Before the pointer reaches them, nothing sensitive is under any of these points.
 """
 
@@ -24,6 +27,7 @@ DELETE = (450, 100)
 DETAILS = (100, 278)
 DRAFT = (100, 338)
 WISHLIST = (100, 400)
+FOLDER = (100, 488)
 
 ROUTES = (
     Route("GET", "/pointer/", page("pointer/index.html"), SCENARIO),
@@ -33,4 +37,5 @@ ROUTES = (
     Route("POST", "/pointer/buy", json_ok(), SCENARIO, write=True),
     Route("POST", "/pointer/purchase", json_ok(), SCENARIO, write=True),
     Route("POST", "/pointer/pay", json_ok(), SCENARIO, write=True),
+    Route("POST", "/pointer/erase", json_ok(), SCENARIO, write=True),
 )

@@ -14,12 +14,13 @@ from runtime.arguments import ComputerUseArgs
 from runtime.backend import Backend, BackendError, Element, Failure
 from runtime.capability.approval import Binding
 from runtime.capability.host import PageContext
-from runtime.commands.base import Outcome, call_approval, mark
+from runtime.commands.base import Outcome, call_approval
 from runtime.commands.observe import Observing
 from runtime.commit import Reading, holds_focus, read_commit
 from runtime.failures import DIALOG_OPEN
 from runtime.models import Action
-from runtime.pointer import Rest, hovered, rest_on
+from runtime.phases import mark
+from runtime.pointer import Pointed, Rest, hovered, rest_on
 from runtime.policy import Handover, needs_user
 from runtime.probe import DialogOpen, FrameContext
 from runtime.reasons import ReasonCode
@@ -155,7 +156,7 @@ class Acting(Observing):
 
     async def _point(
         self, session: ComputerSession, action: Action, element: Element | None, frames: list[FrameContext]
-    ) -> Rest:
+    ) -> Pointed:
         """A click's pointer goes where it will press before anything is read (runtime/pointer.py): the policy
         judges what the Page shows under the pointer, not what it showed before the pointer came."""
         return await rest_on(session.probe, frames, action, element)
@@ -176,19 +177,18 @@ class Acting(Observing):
             structure, reading = None, Reading()
         else:  # one frame read (it attaches the probe too), shared by the pointer, the structure and the commit read
             frames = await self._read(session, session.probe.frames())
-            rest = await self._read(session, self._point(session, action, element, frames))
-            if rest is Rest.changed:
+            pointed = await self._read(session, self._point(session, action, element, frames))
+            if pointed.rest is Rest.changed:
                 raise Refusal(
                     ReasonCode.stale_observation,
                     "the element changed when the pointer reached it (renamed, covered or moved); nothing was "
                     "pressed: observe again to see it as it is now",
                 )
-            # Both reads sent together: they only read, and each waits on the browser, not on the other.
-            structure, reading = await self._read(
-                session,
-                asyncio.gather(session.probe.structure(frames), read_commit(session.probe, action, element, frames)),
-            )
-            reading.hover_unread = rest is Rest.hidden
+            # Both reads sent together: they only read, and each waits on the browser, not on the other. The top
+            # document's elements the pointer read once the Page answered it are the commit read's there.
+            commit = read_commit(session.probe, action, element, frames, pointed.named)
+            structure, reading = await self._read(session, asyncio.gather(session.probe.structure(frames), commit))
+            reading.hover_unread = pointed.rest is Rest.hidden
         if not reading.found and (action.type in ("click", "select") or (action.type == "type" and action.submit)):
             raise Refusal(
                 ReasonCode.stale_observation,

@@ -1,12 +1,10 @@
-"""What every command shares: the outcome a command returns, the phase marks of a call, and the bounded ways a
+"""What every command shares: the outcome a command returns, the approval a call carries, and the bounded ways a
 command reaches its session's backend and Page, each turning a failure into the runtime's own reason code."""
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import time
 from collections.abc import Awaitable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -47,34 +45,8 @@ class Outcome:
     """The observation tells what changed since the act's frame (`runtime/delta.py`), not the whole frame."""
 
 
-PHASES = (
-    "token",
-    "session",
-    "policy",
-    "backend_act",
-    "backend_snapshot",
-    "backend_diagnostics",
-    "backend_screenshot",
-    "frame",
-    "result",
-)
-call_marks: ContextVar[list[tuple[str, float]] | None] = ContextVar("computer_use_phase_marks", default=None)
 call_approval: ContextVar[object] = ContextVar("computer_use_approval", default=None)
 """The approval the current call carries in its `_meta` (`runtime/capability/approval.py`), as it came."""
-
-
-def mark(phase: str) -> None:
-    """The current call reached the end of `phase` (a no-op outside a call)."""
-    marks = call_marks.get()
-    if marks is not None:
-        marks.append((phase, time.perf_counter()))
-
-
-def durations(marks: list[tuple[str, float]]) -> dict[str, float]:
-    spent: dict[str, float] = {}
-    for (_, before), (phase, at) in itertools.pairwise(marks):
-        spent[phase] = round(spent.get(phase, 0.0) + (at - before) * 1000, 3)
-    return spent
 
 
 class Command:

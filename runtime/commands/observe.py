@@ -12,10 +12,11 @@ from runtime.arguments import ComputerUseArgs
 from runtime.backend import BackendError, Failure, Region, Snapshot
 from runtime.capability.host import PageContext
 from runtime.cdp import CDPError
-from runtime.commands.base import RESERVED, RESERVED_AFTER, Command, Outcome, mark
+from runtime.commands.base import RESERVED, RESERVED_AFTER, Command, Outcome
 from runtime.failures import DIALOG_OPEN
 from runtime.models import ComputerUseResult
 from runtime.observation import render, render_delta
+from runtime.phases import mark
 from runtime.probe import DialogOpen, TargetGone
 from runtime.reasons import ReasonCode
 from runtime.scope import Scope, same_region, words_of

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from suites.harness import BACKENDS, once_per_run
-from suites.parity.inventory import whole_tree
+from suites.parity import inventory
+from suites.parity.inventory import INVENTORY, whole_tree
 from suites.parity.ledger import RELEASE_PROOFS
 from suites.selection import (
     COLLECT_TIMEOUT,
@@ -51,8 +52,12 @@ async def collection(
     xdist worker collects every item), else a child pytest's, one per run."""
     if whole_tree(request.session) and every_suite_on_every_backend() == every:
         return [collected(record(item)) for item in request.session.items]
-    name = "selection-make-lab" if every else "selection-make-test"
-    return from_json(await once_per_run(tmp_path_factory, name, lambda: collect_json(every=every), COLLECT_TIMEOUT))
+    if every:  # the ledger's child collection of make lab's tree records this too: one child for both checks
+        lab = await once_per_run(tmp_path_factory, INVENTORY, lambda: inventory.collect(BACKENDS), COLLECT_TIMEOUT)
+        return from_json(inventory.selection_of(lab))
+    return from_json(
+        await once_per_run(tmp_path_factory, "selection-make-test", lambda: collect_json(every=False), COLLECT_TIMEOUT)
+    )
 
 
 @pytest.fixture(scope="module")

@@ -76,6 +76,10 @@ class Inventory:
     seconds: float = 0.0
 
 
+INVENTORY = "req-inventory"
+"""The name under which one run shares `collect()`'s answer between its workers and its checks (`once_per_run`)."""
+
+
 # -- the child's plugin ------------------------------------------------------------------------------------------
 
 
@@ -158,25 +162,36 @@ def from_session(session: pytest.Session, backends: Sequence[str]) -> Inventory 
 
 def collect(backends: Sequence[str]) -> str:
     """Collect every test under suites/ on every backend in a child pytest, as `make lab` does: its inventory as
-    JSON (`from_json`), so that xdist workers can share one collection (`suites.harness.once_per_run`)."""
+    JSON (`from_json`), so that xdist workers can share one collection (`suites.harness.once_per_run`). The same
+    child records where each test runs (`suites/selection.py`, under "selection": `selection_of`), which the
+    selection check reads, so `make test` collects `make lab`'s tree once, not once per check."""
     ignored = unjoined_modules(backends)
     started = time.monotonic()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))} | {SUITE_BACKENDS: "all"}
     with tempfile.TemporaryDirectory(prefix="req-inventory-") as tmp:
-        out = Path(tmp) / "inventory.json"
+        out, where = Path(tmp) / "inventory.json", Path(tmp) / "selection.json"
         command = [
             sys.executable, "-m", "pytest", str(SUITES), "--collect-only", "-q", "-p", "no:cacheprovider",
             "-p", "suites.parity.inventory", "--req-inventory", str(out),
-            *(f"--ignore={path}" for path in ignored),
+            "-p", "suites.selection", "--selection-record", str(where),
         ]  # fmt: skip
         done = subprocess.run(
             command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=COLLECT_TIMEOUT, check=False
         )
-        if done.returncode != 0 or not out.exists():
+        if done.returncode != 0 or not out.exists() or not where.exists():
             raise AssertionError(f"collecting suites/ failed ({done.returncode}):\n{done.stdout[-4000:]}{done.stderr}")
         raw = json.loads(out.read_text(encoding="utf-8"))
+        selection = json.loads(where.read_text(encoding="utf-8"))
     ignored_names = [str(p.relative_to(ROOT)) for p in ignored]
-    return json.dumps({"items": raw, "ignored": ignored_names, "seconds": time.monotonic() - started})
+    # A backend's own module for a backend this lab does not run is outside the ledger, as `from_session` has it.
+    raw = [r for r in raw if r["nodeid"].split("::")[0] not in ignored_names]
+    seconds = time.monotonic() - started
+    return json.dumps({"items": raw, "ignored": ignored_names, "seconds": seconds, "selection": selection})
+
+
+def selection_of(text: str) -> str:
+    """Where each test of `make lab`'s tree runs, from `collect()`'s JSON, as `suites.selection.from_json` reads it."""
+    return json.dumps(json.loads(text)["selection"])
 
 
 def from_json(text: str) -> Inventory:

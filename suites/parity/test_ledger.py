@@ -43,7 +43,7 @@ def check(problems: list[str]) -> None:
 @pytest.fixture(scope="module")
 async def collected(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Inventory:
     found = inventory.from_session(request.session, BACKENDS) or inventory.from_json(
-        await once_per_run(tmp_path_factory, "req-inventory", lambda: inventory.collect(BACKENDS), COLLECT_TIMEOUT)
+        await once_per_run(tmp_path_factory, inventory.INVENTORY, lambda: inventory.collect(BACKENDS), COLLECT_TIMEOUT)
     )
     print(f"collected {len(found.items)} tests in {found.seconds:.1f}s; outside the ledger: {found.ignored or 'none'}")
     return found

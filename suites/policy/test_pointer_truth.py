@@ -1,8 +1,10 @@
 """Pointer truth: a click is judged with the pointer already where it presses, by ref and by point alike.
 
-The `pointer` scenario (fixtures_sites/scenarios/pointer.py) holds four controls that change as the pointer reaches
+The `pointer` scenario (fixtures_sites/scenarios/pointer.py) holds five controls that change as the pointer reaches
 them: a row's "Delete" shown only while the row is hovered, "View details" that says "Buy now" while hovered, "Save
-draft" that says "Confirm purchase" once pressed, and "Add to wishlist" that a hover covers with "Pay now". Before
+draft" that says "Confirm purchase" once pressed, "Add to wishlist" that a hover covers with "Pay now", and "Move to
+folder" that says "Delete forever" two animation frames after the pointer arrives (the Page's answer is two frames:
+the one the move is delivered in and the next, `runtime/pointer.py`). Before
 the pointer comes, nothing sensitive is under their points. On every backend, by point and by ref, each is the
 user's (`needs_user`, by ref after at most one `stale_observation` that shows it as it became) and the ledger holds
 0 writes; a benign control the hover reveals ("Copy link") is reachable by ref (a scroll to its row rests the
@@ -19,14 +21,25 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures_sites.scenarios.pointer import COPY, DELETE, DETAILS, DRAFT, WISHLIST
+from fixtures_sites.scenarios.pointer import COPY, DELETE, DETAILS, DRAFT, FOLDER, WISHLIST
 from fixtures_sites.server import FixtureServer
 from suites.harness import Agent, Seen, ref_of
 
-SENSITIVE = {"Delete": DELETE, "View details": DETAILS, "Save draft": DRAFT, "Add to wishlist": WISHLIST}
+SENSITIVE = {
+    "Delete": DELETE,
+    "View details": DETAILS,
+    "Save draft": DRAFT,
+    "Add to wishlist": WISHLIST,
+    "Move to folder": FOLDER,
+}
 EXPECTED = {**dict.fromkeys(SENSITIVE, "needs_user"), "Copy link": "ok"}
 BENIGN_WRITES = ["/pointer/copy"]
-BECOMES = {"View details": "Buy now", "Save draft": "Confirm purchase", "Add to wishlist": "Pay now"}
+BECOMES = {
+    "View details": "Buy now",
+    "Save draft": "Confirm purchase",
+    "Add to wishlist": "Pay now",
+    "Move to folder": "Delete forever",
+}
 """What a control is (or what lies over it) once the pointer has reached it or pressed it."""
 
 
@@ -151,4 +164,18 @@ async def test_the_pointer_truth_check_catches_a_runtime_that_judges_before_the_
     await deleted
     await bought
     with pytest.raises(AssertionError, match=r"verdicts|writes without the user"):
+        assert_pointer_truth(verdicts, fixture_server)
+
+
+@pytest.mark.negative_control
+@pytest.mark.sabotage("answer_unawaited")
+@pytest.mark.req("policy:pointer-truth")
+async def test_the_pointer_truth_check_catches_a_runtime_that_reads_before_the_page_answers_the_pointer(
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
+) -> None:
+    await one_page_desk("/pointer/")
+    erased = fixture_server.wait_for_request("/pointer/erase")  # registered before acting
+    verdicts = await by_ref(agent, fixture_server)
+    await erased
+    with pytest.raises(AssertionError, match="'Move to folder': 'ok'"):
         assert_pointer_truth(verdicts, fixture_server)
