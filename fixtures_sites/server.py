@@ -43,6 +43,8 @@ class SeenRequest:
     headers: dict[str, str]
     body: bytes
     host: str
+    peer: str = ""
+    """The address the request came from (a browser on another host has its own)."""
 
     def form(self) -> dict[str, str]:
         """The body as an urlencoded form (what a plain HTML form submit sends)."""
@@ -148,6 +150,11 @@ class FixtureServer:
                 await web.TCPSite(self._runner, "::1", self.port).start()
         return self
 
+    async def listen(self, host: str) -> None:
+        """Listen on `host` too, on the same port (a browser on another host reaches the server there)."""
+        assert self._runner is not None, "start() the server first"
+        await web.TCPSite(self._runner, host, self.port).start()
+
     async def stop(self) -> None:
         self.reset()
         if self._runner is not None:
@@ -236,6 +243,7 @@ class FixtureServer:
             headers=dict(request.headers),
             body=body,
             host=request.host,
+            peer=request.remote or "",
         )
         state = self._state
         state.seen.append(seen)

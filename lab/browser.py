@@ -112,11 +112,13 @@ class Chromium:
             os.killpg(self.process.pid, signal.SIGKILL)
 
 
-async def launch(extra_args: tuple[str, ...] = ()) -> Chromium:
-    """Start Chromium with a fresh profile and wait (bounded) until its debugging endpoint is listening."""
+async def launch(extra_args: tuple[str, ...] = (), wrapper: tuple[str, ...] = ()) -> Chromium:
+    """Start Chromium with a fresh profile and wait (bounded) until its debugging endpoint is listening.
+    `wrapper` runs it through another command that execs it (`ip netns exec NAME`: in a network namespace)."""
     executable = find_chromium()
     profile = Path(tempfile.mkdtemp(prefix="cul-chromium-"))
     process = await asyncio.create_subprocess_exec(
+        *wrapper,
         executable,
         *FLAGS,
         f"--user-data-dir={profile}",

@@ -39,10 +39,12 @@ class CDPClient:
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def connect(cls, ws_url: str) -> CDPClient:
+    async def connect(cls, ws_url: str, headers: dict[str, str] | None = None) -> CDPClient:
+        """`headers`: what the handshake carries (a browser farm's door wants one)."""
         http = aiohttp.ClientSession()
         try:
-            ws = await http.ws_connect(ws_url, max_msg_size=0, timeout=aiohttp.ClientWSTimeout(ws_close=2))
+            timeout = aiohttp.ClientWSTimeout(ws_close=2)
+            ws = await http.ws_connect(ws_url, max_msg_size=0, timeout=timeout, headers=headers)
         except BaseException:
             await http.close()
             raise

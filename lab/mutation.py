@@ -92,21 +92,18 @@ GROUPS: tuple[Group, ...] = (
         ("runtime/gateway/*",),
         (
             "runtime.gateway.allowlist.*",
+            # admission: who calls, to which host, from a web page or not, with the secret
+            *_methods("runtime.gateway.admission", "Admission", "admit", "check_caller", "check_host", "check_web"),
+            # scope: the one Page's targets, the discovery answers and the events a client may see
             *_methods(
-                "runtime.gateway.gateway",
-                "ScopedGateway",
-                # admission: who calls, to which host, from a web page or not, with the secret
-                "_admit",
-                "_check_caller",
-                "_check_host",
-                "_check_web",
-                # scope: the one Page's targets, the discovery answers and the events a client may see
-                "_visible",
-                "_decide",
-                "_target_verdict",
-                "_serve_json",
-                "_rewrite_result",
-                "_allow_event",
+                "runtime.gateway.scope",
+                "TargetScope",
+                "visible",
+                "decide",
+                "target_verdict",
+                "serve_json",
+                "rewrite_result",
+                "allow_event",
             ),
         ),
         (

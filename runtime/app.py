@@ -12,6 +12,7 @@ import aiohttp
 
 from runtime.capability.host import ContextStore, Host
 from runtime.cdp import CDPConnection
+from runtime.endpoint import HEADERS_ENV, BrowserEndpoint, EndpointRefused
 from runtime.gateway import ScopedGateway
 from runtime.mcp.server import ComputerUseServer, build_server
 from runtime.models import Page
@@ -51,7 +52,7 @@ class Runtime:
     @classmethod
     async def connect(
         cls,
-        cdp_endpoint: str,
+        cdp_endpoint: str | BrowserEndpoint,
         backends: Mapping[str, BackendFactory] | None = None,
         settings: Settings | None = None,
         store: ContextStore | None = None,
@@ -59,8 +60,9 @@ class Runtime:
         service_type: type[ComputerUseService] = ComputerUseService,
         parts: Parts | None = None,
     ) -> Runtime:
-        """Connect to a browser's CDP endpoint (`http://host:port`) and assemble the runtime around it; a browser
-        that cannot be reached there is `BrowserUnreachable`.
+        """Connect to a browser's CDP endpoint (`http://host:port`, or a farm's browser WebSocket with the headers
+        its front door wants: `runtime.endpoint.BrowserEndpoint`) and assemble the runtime around it; a
+        browser that cannot be reached there is `BrowserUnreachable`.
 
         `store` is the hosts' shared context store: pass one to set the token lifetime (or the clock) it mints
         and verifies with; by default tokens live `runtime.capability.token.TOKEN_LIFETIME` seconds.
@@ -71,6 +73,10 @@ class Runtime:
         """
         try:
             cdp = await CDPConnection.connect(cdp_endpoint)
+        except EndpointRefused as exc:  # it answered: a front door that wants other headers, not a missing browser
+            raise BrowserUnreachable(
+                str(exc)[:300], f"give the headers it wants (--cdp-header, --cdp-headers-file or ${HEADERS_ENV})"
+            ) from None
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError) as exc:
             raise BrowserUnreachable(
                 f"no browser answers at {cdp_endpoint} ({type(exc).__name__}: {str(exc)[:200]})",

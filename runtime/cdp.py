@@ -14,7 +14,8 @@ from typing import Any
 
 import aiohttp
 
-from runtime.pipe import UNIX_PREFIX, http_base, http_session
+from runtime.endpoint import BrowserEndpoint, endpoint_of, refused
+from runtime.pipe import http_base, http_session
 
 Listener = Callable[[str, dict[str, Any], str | None], None]  # (method, params, sessionId)
 
@@ -34,18 +35,27 @@ class CDPConnection:
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def connect(cls, endpoint: str, timeout: float = 10.0) -> CDPConnection:
+    async def connect(cls, endpoint: str | BrowserEndpoint, timeout: float = 10.0) -> CDPConnection:
         """Connect to a CDP endpoint given as `http://host:port[/path]` (browser endpoint discovered at
         `<endpoint>/json/version`, so a scoped gateway's secret path prefix is kept), `unix:/path` (a private
-        Chromium's pipe broker, `runtime.pipe`) or `ws://…`."""
-        http = http_session(endpoint, aiohttp.ClientTimeout(total=timeout))
+        Chromium's pipe broker, `runtime.pipe`) or `ws://…`/`wss://…` (the browser's WebSocket itself, as a browser
+        farm hands it out), with the endpoint's headers on every request. A handshake the endpoint refuses is
+        `EndpointRefused`."""
+        browser = endpoint_of(endpoint)
+        headers = browser.header_map
+        http = http_session(browser.url, aiohttp.ClientTimeout(total=timeout))
         try:
-            url = endpoint
-            if endpoint.startswith(("http", UNIX_PREFIX)):
-                async with http.get(http_base(endpoint) + "/json/version") as response:
+            url = browser.url
+            if not browser.websocket_only:
+                async with http.get(http_base(browser.url) + "/json/version", headers=headers) as response:
+                    if response.status in (401, 403):
+                        raise refused(browser, response.status)
                     response.raise_for_status()  # a refused discovery is an error, not a missing key
                     url = (await response.json(content_type=None))["webSocketDebuggerUrl"]
-            ws = await http.ws_connect(url, max_msg_size=0)
+            try:
+                ws = await http.ws_connect(url, max_msg_size=0, headers=headers)
+            except aiohttp.WSServerHandshakeError as exc:
+                raise refused(browser, exc.status) from None
         except BaseException:
             await http.close()
             raise

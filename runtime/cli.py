@@ -1,8 +1,10 @@
 """`computer-use serve`: the MCP server over stdio or streamable HTTP (default 127.0.0.1:18100).
 
-It connects to a browser's CDP endpoint (`--cdp-endpoint http://127.0.0.1:9222`) or launches a private
-Chromium (`--launch`). Only a host that shares this runtime's context store can mint tokens, so a bare server
-answers every call with `invalid_capability` — by design, a third-party client alone cannot act.
+It connects to a browser's CDP endpoint (`--cdp-endpoint http://127.0.0.1:9222`, or a browser farm's WebSocket
+`ws://…`/`wss://…` with the headers its front door wants: `--cdp-header`, `--cdp-headers-file`,
+`$COMPUTER_USE_CDP_HEADERS`) or launches a private Chromium (`--launch`). Only a host that shares this runtime's
+context store can mint tokens, so a bare server answers every call with `invalid_capability` — by design, a
+third-party client alone cannot act.
 
 SIGINT and SIGTERM (what `timeout`, systemd, containers and MCP clients send) both stop it the same way: the
 transport ends, the runtime closes its backend sessions (their child processes), a launched Chromium's process
@@ -38,6 +40,7 @@ from typing import Any, NoReturn
 
 from runtime.app import Runtime, installed_backends
 from runtime.browser import CHROMIUM_ENV, PrivateChromium
+from runtime.endpoint import HEADERS_ENV, BrowserEndpoint, HeaderError, headers_from
 from runtime.mcp.http import TOKEN_ENV, ExposureRefused, check_exposure, read_token, serve_http
 from runtime.mcp.stdio import run_stdio
 from runtime.observation import OBSERVATION_TOKENS
@@ -75,7 +78,7 @@ async def serve(args: argparse.Namespace, token: str | None, listener: socket.so
         loop.add_signal_handler(sig, stop.set)
     chromium = await PrivateChromium.launch() if args.launch else None
     try:
-        endpoint = chromium.endpoint if chromium else args.cdp_endpoint
+        endpoint = chromium.endpoint if chromium else BrowserEndpoint(args.cdp_endpoint, args.cdp_headers)
         settings = Settings(backend=args.backend, observation_tokens=args.observation_tokens)
         runtime = await Runtime.connect(endpoint, settings=settings)
         try:
@@ -173,12 +176,24 @@ def build_parser() -> CommandParser:
         "--cdp-endpoint",
         type=cdp_endpoint,
         metavar="URL",
-        help="a running browser's debugging endpoint, http://HOST:PORT (Chromium with --remote-debugging-port)",
+        help="a running browser's debugging endpoint, http://HOST:PORT (Chromium with --remote-debugging-port), or a "
+        "browser farm's WebSocket, ws://… or wss://…",
     )
     source.add_argument(
         "--launch",
         action="store_true",
         help=f"launch a private headless Chromium (${CHROMIUM_ENV}, else found on PATH and in the usual places)",
+    )
+    run.add_argument(
+        "--cdp-header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="a header for every connection to --cdp-endpoint, as a browser farm's front door wants it "
+        f"(repeatable; also --cdp-headers-file and ${HEADERS_ENV}, which keep a secret off the command line)",
+    )
+    run.add_argument(
+        "--cdp-headers-file", type=Path, metavar="FILE", help="headers for --cdp-endpoint, one 'NAME: VALUE' a line"
     )
     backends = installed_backends()
     run.add_argument(
@@ -200,6 +215,14 @@ def build_parser() -> CommandParser:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    if args.launch and (args.cdp_header or args.cdp_headers_file):
+        raise UsageError(
+            "--cdp-header and --cdp-headers-file go with --cdp-endpoint", "a launched Chromium takes no headers"
+        )
+    try:
+        args.cdp_headers = () if args.launch else headers_from(args.cdp_header, args.cdp_headers_file)
+    except (HeaderError, OSError) as exc:
+        raise UsageError(str(exc), "see `computer-use serve --help`") from None
     token = None
     listener = None
     if args.transport == "http":

@@ -41,6 +41,7 @@ from runtime.commands.base import (
 from runtime.commands.observe import Observe
 from runtime.commands.verify import Verify
 from runtime.commit import holds_focus
+from runtime.endpoint import BrowserEndpoint
 from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult
 from runtime.phases import call_marks, durations, mark
@@ -103,7 +104,7 @@ class ComputerUseService:
 
     def __init__(
         self,
-        cdp_endpoint: str,
+        cdp_endpoint: str | BrowserEndpoint,
         cdp: CDPConnection,
         registry: PageRegistry,
         store: ContextStore,

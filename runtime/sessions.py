@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 from runtime.backend import Backend, BackendConfig, BackendError, Failure
 from runtime.capability.authorization import require_authorized
 from runtime.cdp import CDPConnection, CDPError
+from runtime.endpoint import BrowserEndpoint
 from runtime.gateway import GatewayEvent, ScopedGateway
 from runtime.models import Page
 from runtime.probe import PageProbe
@@ -112,7 +113,7 @@ async def register_popup(
 class SessionManager:
     def __init__(
         self,
-        cdp_endpoint: str,
+        cdp_endpoint: str | BrowserEndpoint,
         cdp: CDPConnection,
         registry: PageRegistry,
         backends: Mapping[str, BackendFactory],

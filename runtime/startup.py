@@ -65,16 +65,18 @@ class ProviderUnavailable(StartupFailure):
 
 
 def cdp_endpoint(text: str) -> str:
-    """An argparse type: a browser's debugging endpoint, `http://HOST:PORT` (or a `ws://` URL Chromium printed)."""
+    """An argparse type: a browser's debugging endpoint, `http://HOST:PORT`, or a browser WebSocket (`ws://` or
+    `wss://`, its port the scheme's own when it names none), as Chromium prints it or a browser farm hands it out."""
     try:
         parts = urlsplit(text)
-        valid = parts.scheme in ENDPOINT_SCHEMES and bool(parts.hostname) and parts.port is not None
+        port_given = parts.port is not None or parts.scheme in ("ws", "wss")
+        valid = parts.scheme in ENDPOINT_SCHEMES and bool(parts.hostname) and port_given
     except ValueError:  # a port that is not a number, or out of range
         valid = False
     if not valid:
         raise argparse.ArgumentTypeError(
             f"{text[:200]!r} is not a browser's debugging endpoint; give http://HOST:PORT, where Chromium was started "
-            "with --remote-debugging-port=PORT"
+            "with --remote-debugging-port=PORT, or a browser farm's ws:// or wss:// URL"
         )
     return text
 

@@ -36,6 +36,7 @@ from runtime.commands.verify import Verify
 from runtime.commit import Reading, aim
 from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
+from runtime.gateway.scope import TargetScope
 from runtime.mcp.server import ComputerUseServer
 from runtime.models import Action, Page
 from runtime.pointer import Pointed, Rest, rest_on
@@ -192,14 +193,21 @@ class LightDomVerify(Verify):
         return await super().run(session, args, context)
 
 
-class UnscopedGateway(ScopedGateway):
-    """A gateway that shows every target and forwards every command: no scope, no refusal."""
+class NoScope(TargetScope):
+    """A scope that shows every target and forwards every command."""
 
-    def _visible(self, target_id: str | None) -> bool:
+    def visible(self, target_id: str | None) -> bool:
         return True
 
-    def _decide(self, *args: Any) -> Verdict:
+    def decide(self, *args: Any) -> Verdict:
         return FORWARD
+
+
+class UnscopedGateway(ScopedGateway):
+    """A gateway that shows every target and forwards every command: no scope, no refusal (its `scope` room)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs, scope=NoScope)
 
 
 def expose_upstream_tool(server: ComputerUseServer) -> None:

@@ -24,7 +24,7 @@ vocabulary and normalized by `backends.common.normalize`, so the agent reads wha
 Uids are `<snapshot>_<n>`, and a node keeps its uid across snapshots while it lives. The upstream keys that reuse on
 `loaderId_backendNodeId`. Backend node ids are numbered per renderer process, so the key is unique only while every
 frame has its loaderId, which Puppeteer learns from `init` lifecycle events alone; for a Page loaded before the
-upstream attached, the runtime's gateway sends the `init` Chromium does not replay (`ScopedGateway._lifecycle`).
+upstream attached, the runtime's gateway sends the `init` Chromium does not replay (`runtime.gateway.relay`).
 Should the same uid still name two nodes in one snapshot (seen without that: a main-frame textbox and a textbox in a
 cross-site iframe), the upstream resolves it to whichever came last. Such a uid addresses nothing reliably, so every
 node that carries it loses its ref (it stays readable as text, marked as not addressable).

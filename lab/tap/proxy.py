@@ -106,6 +106,7 @@ class CDPTap:
         self.seen: list[Sighting] = []
         self._needles: set[str] = set()
         self._upstreams: dict[int, str] = {}
+        self._passes: dict[int, tuple[str, ...]] = {}
         self._seq = itertools.count(1)
         self._conn_ids = itertools.count(1)
         self._labels: dict[int, str] = {}
@@ -124,14 +125,21 @@ class CDPTap:
         self._http = aiohttp.ClientSession()
         return self
 
-    async def endpoint(self, label: str = "client", upstream: str | None = None) -> str:
+    async def endpoint(self, label: str = "client", upstream: str | None = None, passes: tuple[str, ...] = ()) -> str:
         """The `http://127.0.0.1:PORT` CDP endpoint whose clients are recorded under `label` (one port a label).
 
         With `upstream` (any CDP endpoint URL, path included), a new port that forwards there instead of to the
-        tap's own upstream, recorded under `label` too; several such ports may share a label."""
+        tap's own upstream, recorded under `label` too; several such ports may share a label. `passes` names the
+        client's handshake headers that port passes on upstream (a browser farm's door wants its client's header,
+        not the tap's)."""
         assert self._runner is not None, "start() the tap first"
         for port, known in self._labels.items():
-            if upstream is None and known == label and port not in self._upstreams:
+            if (
+                upstream is None
+                and known == label
+                and port not in self._upstreams
+                and self._passes.get(port, ()) == passes
+            ):
                 return f"http://127.0.0.1:{port}"
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
@@ -139,6 +147,8 @@ class CDPTap:
         self._labels[port] = label
         if upstream is not None:
             self._upstreams[port] = upstream.rstrip("/")
+        if passes:
+            self._passes[port] = passes
         return f"http://127.0.0.1:{port}"
 
     async def close(self) -> None:
@@ -311,9 +321,11 @@ class CDPTap:
         client = web.WebSocketResponse(max_msg_size=0)
         await client.prepare(request)
         upstream_http, upstream_hostport = self._upstream_of(request)
+        port = self._port_of(request)
         ws_url = "ws://" + upstream_hostport + request.path_qs
         try:
-            upstream = await self._http.ws_connect(ws_url, max_msg_size=0)
+            passed = {name: request.headers[name] for name in self._passes.get(port, ()) if name in request.headers}
+            upstream = await self._http.ws_connect(ws_url, max_msg_size=0, headers=passed)
         except (aiohttp.ClientError, OSError) as exc:
             self.incidents.append(Incident(conn, label, "upstream_refused", f"{ws_url}: {exc}"))
             await client.close(code=aiohttp.WSCloseCode.INTERNAL_ERROR, message=b"Chromium refused the connection")

@@ -1,6 +1,6 @@
 """Which CDP methods a scoped gateway forwards, refuses or absorbs, independent of targets and sessions.
 
-The gateway's other half (which target or session a command may name) lives in `gateway.py`, because it needs
+The gateway's other half (which target or session a command may name) lives in `scope.py`, because it needs
 the connection's state. This module is the static table, and it is an allowlist at both levels:
 
 - At browser level (the root session of a `/devtools/browser/…` connection) only what a CDP client needs to find,

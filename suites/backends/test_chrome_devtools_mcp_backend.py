@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,7 @@ from lab.tap import BROWSER, CDPTap
 from lab.workspace import LabPage
 from runtime.backend import BackendError, Snapshot
 from runtime.gateway import ScopedGateway
+from runtime.gateway.relay import Relay
 from runtime.models import Action
 from suites.backends.conftest import MakeCDM, by_name, page_calls
 
@@ -118,12 +120,19 @@ async def test_a_late_client_gets_the_init_chromium_does_not_replay_with_the_fra
     assert_init_before_commit(await lifecycle_as_a_late_client_sees_it(ScopedGateway, tap, bound_page))
 
 
-class NoInitGateway(ScopedGateway):
-    """A deliberately broken gateway (negative control only): it forwards lifecycle events as Chromium sends them."""
+class NoInitRelay(Relay):
+    """A relay that forwards lifecycle events as Chromium sends them (never the missing `init`)."""
 
     @staticmethod
-    def _lifecycle(client: object, message: object) -> None:
+    def lifecycle(client: object, message: object) -> None:
         return None
+
+
+class NoInitGateway(ScopedGateway):
+    """A deliberately broken gateway (negative control only): its relay is `NoInitRelay`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs, relay=NoInitRelay)
 
 
 @pytest.mark.negative_control

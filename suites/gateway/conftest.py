@@ -3,6 +3,9 @@
 The gateway's upstream is always a tap endpoint labelled "gateway", so the tap counts exactly what the gateway (and
 every client behind it) made reach Chromium. Negative controls build a broken one instead (`unscoped=True`: the
 `UnscopedGateway` of `suites/sabotage.py`, which shows and forwards everything).
+
+The tests are split as the gateway is: `test_gateway_scope.py`, `test_gateway_relay.py`, `test_gateway_watch.py`,
+and `test_gateway_admission.py` (in-process, on real loopback sockets).
 """
 
 from __future__ import annotations
@@ -32,6 +35,16 @@ BIN = Path(__file__).resolve().parents[2] / "backends" / "node_modules" / ".bin"
 MCP_TIMEOUT = 60.0
 """Bound on every MCP request to a child (its first tool call launches its CDP connection)."""
 EVENT_TIMEOUT = 10.0
+
+Pages = tuple[LabPage, LabPage, LabPage]
+
+
+async def attach(client: CDPClient, page: LabPage) -> str:
+    return (await client.send("Target.attachToTarget", {"targetId": page.target_id, "flatten": True}))["sessionId"]
+
+
+async def gift_checked(workspace: Workspace, page: LabPage) -> bool:
+    return await workspace.evaluate(page, "document.getElementById('gift').checked")
 
 
 class EventRecorder:

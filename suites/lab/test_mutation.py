@@ -23,7 +23,7 @@ def test_every_function_named_in_the_security_set_exists_in_its_module() -> None
 @pytest.mark.negative_control
 def test_the_set_check_catches_a_function_renamed_away_from_its_name_in_the_set() -> None:
     gateway = next(g for g in mutation.GROUPS if g.name == "gateway")
-    renamed = "runtime.gateway.gateway.xǁScopedGatewayǁ_admit_renamed__mutmut_*"
+    renamed = "runtime.gateway.admission.xǁAdmissionǁadmit_renamed__mutmut_*"
     broken = dataclasses.replace(gateway, mutants=(*gateway.mutants, renamed))
     assert mutation.unmatched([broken]) == [renamed]
 

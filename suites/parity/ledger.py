@@ -920,6 +920,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req("bench:act-latency", "budgets", "act latency against the raw upstream is measured (not asserted)"),
     _req(
+        "bench:remote-latency",
+        "the-runtime-on-a-remote-browser",
+        "observe and act p50 on a local and on a remote browser through a front door are measured (not asserted)",
+    ),
+    _req(
         "bench:task-cost",
         "cost",
         "what a model reads per task (tool definitions once, every answer, the calls) is measured for ours and the "
@@ -1007,6 +1012,42 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "the gateway alone makes one browser-level discovery call, none on a page",
     ),
     _req("gateway:close", "scoped-cdp-gateway", "closing the gateway closes every client connection"),
+    # -- the runtime on a remote browser (issue 34) ------------------------------------------------------------
+    _req(
+        "remote:websocket-upstream",
+        "the-runtime-on-a-remote-browser",
+        "a gateway on a browser WebSocket with headers and no /json upstream serves its backend /json all the same",
+    ),
+    _req(
+        "remote:isolation",
+        "the-runtime-on-a-remote-browser",
+        "through a farm's front door to a browser on another host, the isolation canaries hold",
+    ),
+    _req(
+        "remote:parity-task",
+        "the-runtime-on-a-remote-browser",
+        "through the door, the dom_form task gives its declared outcome signature",
+    ),
+    _req(
+        "remote:door-only",
+        "the-runtime-on-a-remote-browser",
+        "the remote browser is reached only through its door, which serves no /json; its pages load across the network",
+    ),
+    _req(
+        "remote:header-refused",
+        "the-runtime-on-a-remote-browser",
+        "a wrong or missing header is one line naming the refusal and the flags, never the header's value",
+    ),
+    _req(
+        "remote:skip-reason",
+        "the-runtime-on-a-remote-browser",
+        "without root or ip the remote proofs skip with the reason",
+    ),
+    _req(
+        "remote:cleanup",
+        "the-runtime-on-a-remote-browser",
+        "the namespace, its veth pair and its processes are removed on close, and after a run that died",
+    ),
     _req("gateway:secret-url", "the-boundary", "a gateway URL without its secret is 404, with an Origin 403"),
     _req("gateway:page-script-refused", "the-boundary", "a page script reaches no gateway, nor Chromium's WS"),
     _req(

@@ -29,6 +29,7 @@ from lab.tokens import count_text
 from lab.workspace import Workspace
 from runtime.app import Runtime
 from runtime.client import HostedClient
+from runtime.endpoint import BrowserEndpoint
 from runtime.models import ComputerUseResult, Page
 from runtime.service import BackendFactory, Settings
 from suites.harness import Agent, Desk, Seen, client_in_task, ref_of
@@ -456,15 +457,18 @@ async def run_task(
     server: FixtureServer,
     test_id: str,
     backends: Mapping[str, BackendFactory] | None = None,
+    endpoint: BrowserEndpoint | None = None,
 ) -> Signature:
     """Run `task` on `backend` with a runtime of its own (its own Pages, MCP connection and ledger attribution)
-    and return its signature. `backends` replaces the runtime's backend table (negative controls only)."""
+    and return its signature. `backends` replaces the runtime's backend table (negative controls only); `endpoint`
+    is where the runtime connects instead of the tap's "runtime" port (a remote browser's door, through the tap),
+    and its run is left out of the cost summary."""
     server.begin_test(f"{test_id}[{backend}]")
     first_record = len(tap.records)
     settings = Settings(backend=backend)
     if task.act_timeout is not None:
         settings.act_timeout = task.act_timeout
-    runtime = await Runtime.connect(await tap.endpoint("runtime"), backends=backends, settings=settings)
+    runtime = await Runtime.connect(endpoint or await tap.endpoint("runtime"), backends=backends, settings=settings)
     signature = Signature(backend)
     try:
         desk = Desk(workspace, runtime, server)
@@ -482,7 +486,7 @@ async def run_task(
     records = [r for r in tap.records[first_record:] if r.kind == "command" and r.label == "runtime"]
     signature.screenshots = sum(1 for r in records if r.category == "screenshot")
     signature.focus_calls = sum(1 for r in records if r.category == "focus")
-    if backends is None:  # the real backends' cost, for the cost summary's scenario table
+    if backends is None and endpoint is None:  # the real backends' cost, for the cost summary's scenario table
         record_cost(f"task-{task.name}-{backend}", task_costs(task.name, signature, len(records)))
     untagged = {req for step in signature.steps for req in step.reqs} - set(task.reqs)
     assert not untagged, f"task {task.name}: steps exercise {sorted(untagged)}, which its Task.reqs does not name"

@@ -3,9 +3,9 @@ controls inject into it, and raw CDP clients that reach a gateway the way a back
 
 `gateways` records every `ScopedGateway` started during a test, whoever starts it (the runtime's session code or
 the test), so a proof can name the ports, secrets and refusals of the live sessions without reaching into the
-runtime's internals. A negative control sets `gateways.variant` (a subclass overriding one method) or
-`gateways.policy` (a replaced policy table) before the runtime opens its sessions: each gateway is turned into that
-variant just before it starts, so the broken part runs inside the real runtime, with the real backends.
+runtime's internals. A negative control sets `gateways.admission` (a broken admission room, a subclass overriding one
+of its checks) or `gateways.policy` (a replaced policy table) before the runtime opens its sessions: each gateway
+gets that part just before it starts, so the broken part runs inside the real runtime, with the real backends.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from lab.cdp import CDPClient
 from lab.tap import CDPTap
 from lab.workspace import LabPage, Workspace
 from runtime.gateway import ScopedGateway
+from runtime.gateway.admission import Admission
 from runtime.gateway.allowlist import FORWARD, Policy, Verdict
 from suites.gateway.conftest import clients  # noqa: F401  (the same fixture: raw clients closed after the test)
 
@@ -34,7 +35,7 @@ class GatewayWatch:
 
     def __init__(self) -> None:
         self.started: list[ScopedGateway] = []
-        self.variant: type[ScopedGateway] | None = None
+        self.admission: type[Admission] | None = None
         self.policy: Policy | None = None
 
     def port(self, gateway: ScopedGateway) -> int:
@@ -49,8 +50,8 @@ def gateways(monkeypatch: pytest.MonkeyPatch) -> GatewayWatch:
     start = ScopedGateway.start
 
     async def watched_start(self: ScopedGateway) -> str:
-        if watch.variant is not None:
-            self.__class__ = watch.variant
+        if watch.admission is not None:
+            self.admission = watch.admission(self.ledger)
         if watch.policy is not None:
             self.policy = watch.policy
         url = await start(self)
@@ -61,11 +62,11 @@ def gateways(monkeypatch: pytest.MonkeyPatch) -> GatewayWatch:
     return watch
 
 
-class OpenGateway(ScopedGateway):
+class OpenAdmission(Admission):
     """The broken variant of the admission check: no secret needed, `Origin` ignored (the gateway before issue 9)."""
 
-    def _admit(self, request: web.Request) -> str | web.Response:
-        secret = urlsplit(self.url).path
+    def admit(self, request: web.Request) -> str | web.Response:
+        secret = "/" + self.secret
         return request.path.removeprefix(secret) if request.path.startswith(secret + "/") else request.path
 
 

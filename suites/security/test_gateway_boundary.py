@@ -6,7 +6,7 @@ opens real runtime sessions on two Pages, one of them a hostile page (`/port_sca
 port, Chromium's own debugging port, the browser's id and both Pages' target ids — everything but the secrets —
 and tries every endpoint from page script: 0 handshakes accepted, 0 answers read, 0 attacker-ledger hits, one
 gateway refusal per attempt on a gateway port, 0 CDP commands reaching Chromium during the attack. Its negative
-control runs the same attack against gateways that skip the admission check (`OpenGateway`, injected into the
+control runs the same attack against gateways that skip the admission check (`OpenAdmission`, injected into the
 real runtime), which the same check must catch.
 """
 
@@ -33,7 +33,7 @@ from lab.workspace import LabPage
 from runtime import browser as runtime_browser
 from runtime.gateway import RefusedCommand, ScopedGateway
 from suites.harness import Agent, Desk
-from suites.security.conftest import HTTP_TIMEOUT, GatewayWatch, OpenGateway, raw_client
+from suites.security.conftest import HTTP_TIMEOUT, GatewayWatch, OpenAdmission, raw_client
 
 SCAN_TIMEOUT = 180.0
 """Bound on the whole scan. A refused attempt ends at once, but Chromium delays a page's WebSocket handshakes after
@@ -284,7 +284,7 @@ async def test_a_page_script_knowing_every_port_and_id_reaches_no_gateway_and_no
 async def test_the_attack_check_catches_gateways_that_skip_their_secret_and_origin_checks(
     desk: Desk, agent: Agent, gateways: GatewayWatch, chromium: Chromium, lab_cdp: CDPClient, tap: CDPTap
 ) -> None:
-    gateways.variant = OpenGateway
+    gateways.admission = OpenAdmission
     attack = await scan_from_page_script(desk, agent, gateways, chromium, lab_cdp, tap)
     with pytest.raises(AssertionError, match="page script reached a CDP endpoint"):
         assert_the_attack_failed(attack)

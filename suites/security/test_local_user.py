@@ -34,6 +34,7 @@ from aiohttp import web
 from lab.processes import processes
 from lab.tap import CDPTap
 from runtime.gateway import ScopedGateway
+from runtime.gateway.admission import Admission
 from runtime.loopback import TABLES, peer_uid
 from runtime.session import ComputerSession
 from suites.harness import Agent, Desk
@@ -187,10 +188,10 @@ class Used:
     commands: Counter[str]
 
 
-class AnyCallerGateway(ScopedGateway):
+class AnyCaller(Admission):
     """The broken variant of the caller check: any local user's socket is admitted (the gateway before issue 29)."""
 
-    def _check_caller(self, request: web.Request) -> str | None:
+    def check_caller(self, request: web.Request) -> str | None:
         return None
 
 
@@ -378,7 +379,7 @@ async def test_a_second_uid_holding_the_secret_is_refused_on_http_and_websocket_
 async def test_the_caller_check_catches_a_gateway_that_admits_any_local_user(
     desk: Desk, agent: Agent, gateways: GatewayWatch, tap: CDPTap, backend: str
 ) -> None:
-    gateways.variant = AnyCallerGateway
+    gateways.admission = AnyCaller
     used, _, session = await use_as_nobody(desk, agent, gateways, tap)
     with pytest.raises(AssertionError, match="another uid was admitted"):
         assert_other_uid_refused(used)

@@ -3,29 +3,25 @@
 The live suites (suites/gateway, suites/security) prove the gateway end to end on a real browser, but there each
 rule is one of several that agree: a `Runtime.addBinding` in a named world only travels through
 chrome-devtools-mcp, a request on another port of the same host never comes, a second `Sec-Fetch-*` header hides a
-first. Here every rule is called alone on a real aiohttp request (a real loopback socket where the caller's uid is
-read) or a real CDP message, in-process and without a browser, so a rule that stopped deciding shows at once, and
-the messages a refused client (or the model reading its error) sees are asserted word for word.
+first. Here every rule of the static table and of the scope room is called alone on a real CDP message (and the
+discovery proxy on a real in-process upstream), without a browser, so a rule that stopped deciding shows at once, and
+the messages a refused client (or the model reading its error) sees are asserted word for word. The admission room's
+checks are shown the same way in `suites/gateway/test_gateway_admission.py`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import make_mocked_request
 
 from runtime.gateway import GatewayEvent, ScopedGateway
 from runtime.gateway.allowlist import ABSORBED, FORWARD, Verdict, refusal_message, static_verdict
-from runtime.gateway.gateway import RefusedCommand, _Client, _Pending
-from runtime.pipe import http_session
+from runtime.gateway.records import GatewayClient, PendingCommand, RefusedCommand
 
 pytestmark = pytest.mark.req("gateway:page-allowlist")
 
@@ -35,9 +31,6 @@ OTHER = "B" * 32
 HOSTPORT = "127.0.0.1:4242"
 OTHER_TARGET = Verdict("refuse", "it names a target other than the bound page")
 NOT_OURS = Verdict("refuse", "the session is not the bound page's")
-NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c")
-"""Another local user (we run as root): `nobody`, with the system interpreter it can run."""
-PEER_TIMEOUT = 20.0
 
 
 # -- the static table: conditions that make an allowed method harmless ----------------------------------------
@@ -111,32 +104,32 @@ def test_a_method_off_both_allowlists_is_refused_naming_the_level_it_was_sent_at
 def gateway(upstream: str = "http://127.0.0.1:9") -> ScopedGateway:
     """A gateway bound to BOUND that believes it listens on HOSTPORT; nothing is started."""
     gw = ScopedGateway(upstream, BOUND)
-    gw._hostport = HOSTPORT
+    gw.admission.hostport = HOSTPORT
     return gw
 
 
-def client(*, browser_level: bool = True, sessions: Mapping[str, str] | None = None, conn: int = 1) -> _Client:
+def client(*, browser_level: bool = True, sessions: Mapping[str, str] | None = None, conn: int = 1) -> GatewayClient:
     """A client connection's state; the scope rules never touch its sockets."""
-    return _Client(conn, browser_level, cast(Any, None), cast(Any, None), sessions=dict(sessions or {}))
+    return GatewayClient(conn, browser_level, cast(Any, None), cast(Any, None), sessions=dict(sessions or {}))
 
 
 def decide(
     method: str, params: Mapping[str, Any], session: str | None = None, *, browser_level: bool = True
 ) -> Verdict:
     gw = gateway()
-    gw._children.add(CHILD)
-    gw._windows.add(5)
+    gw.scope.children.add(CHILD)
+    gw.scope.windows.add(5)
     holder = client(browser_level=browser_level, sessions={"S-A": BOUND, "S-C": CHILD})
-    return gw._decide(holder, method, dict(params), session)
+    return gw.scope.decide(holder, method, dict(params), session)
 
 
 def test_the_bound_target_and_its_children_are_visible_and_nothing_else() -> None:
     gw = gateway()
-    gw._children.add(CHILD)
-    assert gw._visible(BOUND)
-    assert gw._visible(CHILD)
-    assert not gw._visible(OTHER)
-    assert not gw._visible(None)
+    gw.scope.children.add(CHILD)
+    assert gw.scope.visible(BOUND)
+    assert gw.scope.visible(CHILD)
+    assert not gw.scope.visible(OTHER)
+    assert not gw.scope.visible(None)
 
 
 @pytest.mark.req("gateway:refuses-other-targets")
@@ -199,7 +192,7 @@ def test_the_window_for_a_target_passes_for_a_visible_one_or_the_sessions_own_pa
     assert decide("Browser.getWindowForTarget", {}) == OTHER_TARGET
     # A page session never gets this method from the static table; the target rule alone still lets it through.
     gw = gateway()
-    assert gw._target_verdict(client(), "Browser.getWindowForTarget", {}, "S-A", False) == FORWARD
+    assert gw.scope.target_verdict(client(), "Browser.getWindowForTarget", {}, "S-A", False) == FORWARD
 
 
 @pytest.mark.req("gateway:refuses-other-targets")
@@ -223,10 +216,10 @@ def test_an_absorbed_method_is_absorbed_before_any_target_rule() -> None:
 
 
 def rewrite(
-    gw: ScopedGateway, holder: _Client, method: str, params: Mapping[str, Any], result: dict[str, Any], **kw: Any
+    gw: ScopedGateway, holder: GatewayClient, method: str, params: Mapping[str, Any], result: dict[str, Any], **kw: Any
 ) -> dict[str, Any]:
-    pending = _Pending(1, method, dict(params), kw.pop("session_id", None), **kw)
-    return gw._rewrite_result(holder, pending, result)
+    pending = PendingCommand(1, method, dict(params), kw.pop("session_id", None), **kw)
+    return gw.scope.rewrite_result(holder, pending, result)
 
 
 @pytest.mark.req("gateway:auto-attach")
@@ -244,13 +237,13 @@ def test_an_answer_the_gateway_does_not_read_is_returned_as_it_came() -> None:
     result = {"sessionId": "S9", "windowId": 3, "targetInfos": [{"targetId": OTHER}]}
     assert rewrite(gw, holder, "Runtime.evaluate", {"targetId": BOUND}, result) is result
     assert holder.sessions == {}
-    assert gw._windows == set()
+    assert gw.scope.windows == set()
 
 
 @pytest.mark.req("gateway:discovery-only-bound")
 def test_a_target_list_is_cut_to_the_bound_page_and_its_children() -> None:
     gw, holder = gateway(), client()
-    gw._children.add(CHILD)
+    gw.scope.children.add(CHILD)
     infos = [{"targetId": BOUND}, {"targetId": OTHER}, {"targetId": CHILD}, {"type": "browser"}]
     answer = rewrite(gw, holder, "Target.getTargets", {}, {"targetInfos": infos, "extra": 1})
     assert answer == {"targetInfos": [{"targetId": BOUND}, {"targetId": CHILD}], "extra": 1}
@@ -267,7 +260,7 @@ def test_the_frame_tree_of_the_bound_pages_session_names_its_current_document() 
 @pytest.mark.req("gateway:iframe-sessions")
 def test_an_attach_answer_gives_the_client_the_session_of_the_target_it_named() -> None:
     gw, holder = gateway(), client()
-    gw._children.add(CHILD)
+    gw.scope.children.add(CHILD)
     rewrite(gw, holder, "Target.attachToTarget", {"targetId": CHILD, "flatten": True}, {"sessionId": "S-C"})
     rewrite(gw, holder, "Target.attachToTarget", {"flatten": True}, {"sessionId": "S-A"})
     rewrite(gw, holder, "Target.attachToTarget", {"targetId": BOUND}, {"sessionId": 3})
@@ -277,14 +270,14 @@ def test_an_attach_answer_gives_the_client_the_session_of_the_target_it_named() 
 @pytest.mark.req("gateway:refuses-other-targets")
 def test_only_the_bound_pages_own_window_becomes_one_whose_bounds_may_be_read() -> None:
     gw, holder = gateway(), client(sessions={"S-A": BOUND, "S-C": CHILD})
-    gw._children.add(CHILD)
+    gw.scope.children.add(CHILD)
     rewrite(gw, holder, "Browser.getWindowForTarget", {"targetId": BOUND}, {"windowId": 1})
     rewrite(gw, holder, "Browser.getWindowForTarget", {"targetId": CHILD}, {"windowId": 2})
     rewrite(gw, holder, "Browser.getWindowForTarget", {}, {"windowId": 3}, session_id="S-A")
     rewrite(gw, holder, "Browser.getWindowForTarget", {}, {"windowId": 4}, session_id="S-C")
     rewrite(gw, holder, "Browser.getWindowForTarget", {}, {"windowId": 5})
     rewrite(gw, holder, "Browser.getWindowForTarget", {"targetId": BOUND}, {"windowId": "6"})
-    assert gw._windows == {1, 3, 5}
+    assert gw.scope.windows == {1, 3, 5}
 
 
 # -- events the client may see ----------------------------------------------------------------------------------
@@ -304,44 +297,44 @@ def attached(target: str, session: str, on: str | None = None) -> dict[str, Any]
 @pytest.mark.req("gateway:refuses-other-targets")
 def test_an_event_on_a_session_the_client_does_not_hold_never_reaches_it() -> None:
     gw, holder = gateway(), client(sessions={"S-A": BOUND})
-    assert not gw._allow_event(holder, event("Page.loadEventFired", "S-B"))
-    assert gw._allow_event(holder, event("Page.loadEventFired", "S-A"))
+    assert not gw.scope.allow_event(holder, event("Page.loadEventFired", "S-B"))
+    assert gw.scope.allow_event(holder, event("Page.loadEventFired", "S-A"))
 
 
 @pytest.mark.req("gateway:iframe-sessions")
 def test_a_target_attached_under_the_bound_page_becomes_a_visible_child_with_its_session() -> None:
     gw, holder = gateway(), client(sessions={"S-A": BOUND})
-    assert gw._allow_event(holder, attached(CHILD, "S-C", on="S-A"))
-    assert gw._visible(CHILD)
+    assert gw.scope.allow_event(holder, attached(CHILD, "S-C", on="S-A"))
+    assert gw.scope.visible(CHILD)
     assert holder.sessions["S-C"] == CHILD
 
 
 @pytest.mark.req("gateway:iframe-sessions")
 def test_on_a_page_connection_the_root_session_is_the_bound_page_so_what_attaches_there_is_its_child() -> None:
     gw, holder = gateway(), client(browser_level=False)
-    assert gw._allow_event(holder, attached(CHILD, "S-C"))
-    assert gw._visible(CHILD)
+    assert gw.scope.allow_event(holder, attached(CHILD, "S-C"))
+    assert gw.scope.visible(CHILD)
     assert holder.sessions == {"S-C": CHILD}
-    assert gw._allow_event(holder, event("Page.loadEventFired"))
+    assert gw.scope.allow_event(holder, event("Page.loadEventFired"))
 
 
 @pytest.mark.req("gateway:refuses-other-targets")
 def test_at_the_browsers_root_only_an_attach_to_a_visible_target_reaches_the_client() -> None:
     gw, holder = gateway(), client()
-    assert not gw._allow_event(holder, attached(OTHER, "S-B"))
-    assert not gw._visible(OTHER)
+    assert not gw.scope.allow_event(holder, attached(OTHER, "S-B"))
+    assert not gw.scope.visible(OTHER)
     assert holder.sessions == {}
-    assert gw._allow_event(holder, attached(BOUND, "S-A"))
+    assert gw.scope.allow_event(holder, attached(BOUND, "S-A"))
     assert holder.sessions == {"S-A": BOUND}
-    assert gw._children == set()
+    assert gw.scope.children == set()
 
 
 def test_an_attach_event_without_a_target_or_a_session_id_adds_nothing() -> None:
     gw, holder = gateway(), client(sessions={"S-A": BOUND})
-    assert not gw._allow_event(holder, event("Target.attachedToTarget", "S-A", sessionId="S-X"))
-    assert gw._allow_event(holder, event("Target.attachedToTarget", "S-A", targetInfo={"targetId": CHILD}))
+    assert not gw.scope.allow_event(holder, event("Target.attachedToTarget", "S-A", sessionId="S-X"))
+    assert gw.scope.allow_event(holder, event("Target.attachedToTarget", "S-A", targetInfo={"targetId": CHILD}))
     assert holder.sessions == {"S-A": BOUND}
-    assert gw._children == {CHILD}
+    assert gw.scope.children == {CHILD}
 
 
 @pytest.mark.req("gateway:events")
@@ -349,11 +342,11 @@ def test_chromium_detaching_the_bound_pages_session_unasked_is_reported_once_and
     seen: list[GatewayEvent] = []
     gw = ScopedGateway("http://127.0.0.1:9", BOUND, on_event=seen.append)
     holder = client(sessions={"S-A": BOUND, "S-C": CHILD}, conn=4)
-    assert not gw._allow_event(holder, event("Target.detachedFromTarget", sessionId="S-B"))
-    assert gw._allow_event(holder, event("Target.detachedFromTarget", sessionId="S-C"))
+    assert not gw.scope.allow_event(holder, event("Target.detachedFromTarget", sessionId="S-B"))
+    assert gw.scope.allow_event(holder, event("Target.detachedFromTarget", sessionId="S-C"))
     assert seen == []
-    assert gw._allow_event(holder, event("Target.detachedFromTarget", sessionId="S-A"))
-    assert gw._allow_event(holder, event("Target.detachedFromTarget", sessionId="S-A"))
+    assert gw.scope.allow_event(holder, event("Target.detachedFromTarget", sessionId="S-A"))
+    assert gw.scope.allow_event(holder, event("Target.detachedFromTarget", sessionId="S-A"))
     assert seen == [GatewayEvent("detached", BOUND, "client 4 session S-A")]
     assert gw.lost == "detached: client 4 session S-A"
     assert "S-A" in holder.detaching
@@ -365,7 +358,7 @@ def test_a_detach_the_client_asked_for_is_passed_on_and_reported_as_nothing() ->
     gw = ScopedGateway("http://127.0.0.1:9", BOUND, on_event=seen.append)
     holder = client(sessions={"S-A": BOUND})
     holder.detaching.add("S-A")
-    assert gw._allow_event(holder, event("Target.detachedFromTarget", sessionId="S-A"))
+    assert gw.scope.allow_event(holder, event("Target.detachedFromTarget", sessionId="S-A"))
     assert seen == []
     assert gw.lost is None
 
@@ -373,235 +366,30 @@ def test_a_detach_the_client_asked_for_is_passed_on_and_reported_as_nothing() ->
 @pytest.mark.req("gateway:discovery-only-bound")
 def test_target_events_reach_the_client_about_visible_targets_only() -> None:
     gw, holder = gateway(), client()
-    gw._children.add(CHILD)
+    gw.scope.children.add(CHILD)
     for method in ("Target.targetCreated", "Target.targetInfoChanged"):
-        assert gw._allow_event(holder, event(method, targetInfo={"targetId": BOUND}))
-        assert gw._allow_event(holder, event(method, targetInfo={"targetId": CHILD}))
-        assert not gw._allow_event(holder, event(method, targetInfo={"targetId": OTHER}))
+        assert gw.scope.allow_event(holder, event(method, targetInfo={"targetId": BOUND}))
+        assert gw.scope.allow_event(holder, event(method, targetInfo={"targetId": CHILD}))
+        assert not gw.scope.allow_event(holder, event(method, targetInfo={"targetId": OTHER}))
     for method in ("Target.targetDestroyed", "Target.targetCrashed"):
-        assert gw._allow_event(holder, event(method, targetId=BOUND))
-        assert not gw._allow_event(holder, event(method, targetId=OTHER))
+        assert gw.scope.allow_event(holder, event(method, targetId=BOUND))
+        assert not gw.scope.allow_event(holder, event(method, targetId=OTHER))
 
 
 @pytest.mark.req("gateway:refuses-other-targets")
 def test_non_flatten_messages_never_reach_the_client_even_on_the_bound_pages_session() -> None:
     gw, holder = gateway(), client(sessions={"S-A": BOUND})
     message = event("Target.receivedMessageFromTarget", "S-A", sessionId="S-X", message="{}")
-    assert not gw._allow_event(holder, message)
+    assert not gw.scope.allow_event(holder, message)
 
 
 @pytest.mark.req("gateway:refuses-other-targets")
 def test_at_the_browsers_root_only_inspector_events_pass_everything_else_there_is_browser_wide() -> None:
     gw, holder = gateway(), client(sessions={"S-A": BOUND})
-    assert gw._allow_event(holder, event("Inspector.detached", reason="x"))
-    assert not gw._allow_event(holder, event("Browser.downloadWillBegin", guid="g"))
-    assert not gw._allow_event(holder, {"params": {}})
-    assert gw._allow_event(holder, event("Browser.downloadWillBegin", "S-A", guid="g"))
-
-
-# -- admission: a real request on a real loopback socket ----------------------------------------------------------
-
-
-@dataclass
-class Ends:
-    """The two ends of the connection a request came on, as aiohttp's transport reports them."""
-
-    peername: Any
-    sockname: Any
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"peername": self.peername, "sockname": self.sockname}.get(name, default)
-
-
-@pytest.fixture
-def loopback() -> Iterator[Ends]:
-    """A real TCP connection on 127.0.0.1 made by this process: its accepted end, as a gateway would see it."""
-    with (
-        socket.create_server(("127.0.0.1", 0)) as listener,
-        socket.create_connection(listener.getsockname(), timeout=PEER_TIMEOUT),
-    ):
-        accepted, _ = listener.accept()
-        with accepted:
-            yield Ends(accepted.getpeername(), accepted.getsockname())
-
-
-def request(path: str, ends: Any, headers: Mapping[str, str] | None = None, method: str = "GET") -> web.Request:
-    sent = {"Host": HOSTPORT} if headers is None else dict(headers)
-    return make_mocked_request(method, path, headers=sent, transport=ends)
-
-
-@pytest.mark.req("gateway:local-user")
-def test_a_caller_on_a_loopback_socket_of_the_gateways_own_uid_is_admitted(loopback: Ends) -> None:
-    assert gateway()._check_caller(request("/x", loopback)) is None
-
-
-@pytest.mark.req("gateway:local-user")
-def test_a_caller_whose_address_is_not_known_is_refused(loopback: Ends) -> None:
-    gw = gateway()
-    unknown = "the caller's address is unknown"
-    assert gw._check_caller(request("/x", Ends(None, None))) == unknown
-    assert gw._check_caller(request("/x", Ends(loopback.peername, None))) == unknown
-    assert gw._check_caller(request("/x", Ends(None, loopback.sockname))) == unknown
-    hung_up = request("/x", loopback)
-    hung_up.protocol.transport = None  # what aiohttp leaves once the caller's connection is lost
-    assert hung_up.transport is None
-    assert gw._check_caller(hung_up) == unknown
-
-
-@pytest.mark.req("gateway:local-user")
-def test_a_caller_with_no_socket_on_this_machine_is_refused_as_unknown() -> None:
-    gw = gateway()
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        gone = Ends(("127.0.0.1", 1), listener.getsockname())
-        assert gw._check_caller(request("/x", gone)) == (
-            "the caller's uid cannot be found (no such loopback socket: not a local process, or gone)"
-        )
-
-
-@pytest.mark.req("gateway:local-user")
-def test_a_caller_running_as_another_local_user_is_refused_naming_both_uids() -> None:
-    """`nobody` connects from its own process; the accepted socket's peer is owned by uid 65534."""
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        port = listener.getsockname()[1]
-        script = (
-            "import socket,sys\n"
-            f"s = socket.create_connection(('127.0.0.1', {port}), timeout={PEER_TIMEOUT})\n"
-            "print('connected', flush=True)\nsys.stdin.read()\n"
-        )
-        with subprocess.Popen([*NOBODY, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as other:
-            try:
-                listener.settimeout(PEER_TIMEOUT)
-                accepted, _ = listener.accept()
-                with accepted:
-                    ends = Ends(accepted.getpeername(), accepted.getsockname())
-                    reason = gateway()._check_caller(request("/x", ends))
-            finally:
-                assert other.stdin is not None
-                other.stdin.close()
-                other.wait(PEER_TIMEOUT)
-    assert reason == f"the caller runs as uid 65534, not as the gateway's uid {os.geteuid()}"
-
-
-@pytest.mark.req("gateway:secret-url")
-def test_host_must_name_the_gateways_own_address_and_port() -> None:
-    """A DNS-rebound page names its own host; another port on the same address is another server."""
-    gw, ends = gateway(), Ends(None, None)
-    assert gw._check_host(request("/x", ends)) is None
-    assert gw._check_host(request("/x", ends, {"Host": "127.0.0.1:4243"})) == (
-        "the request names Host '127.0.0.1:4243', not the gateway's 127.0.0.1:4242"
-    )
-    assert gw._check_host(request("/x", ends, {"Host": "localhost:4242"})) is not None
-    assert gw._check_host(request("/x", ends, {})) == "the request names Host '', not the gateway's 127.0.0.1:4242"
-    long_host = "h" * 150
-    assert gw._check_host(request("/x", ends, {"Host": long_host})) == (
-        f"the request names Host {'h' * 100!r}, not the gateway's 127.0.0.1:4242"
-    )
-
-
-@pytest.mark.req("gateway:secret-url")
-def test_an_origin_header_alone_marks_a_request_from_a_web_page() -> None:
-    ends = Ends(None, None)
-    assert ScopedGateway._check_web(request("/x", ends, {"Origin": "http://evil.test"})) == (
-        "the request carries Origin 'http://evil.test': it comes from a web page"
-    )
-    long_origin = "http://" + "e" * 200
-    assert ScopedGateway._check_web(request("/x", ends, {"Origin": long_origin})) == (
-        f"the request carries Origin {long_origin[:100]!r}: it comes from a web page"
-    )
-    assert ScopedGateway._check_web(request("/x", ends, {"Origin": ""})) is not None
-
-
-@pytest.mark.req("gateway:page-script-refused")
-def test_any_sec_fetch_header_but_node_fetchs_mode_alone_marks_a_request_from_a_web_page() -> None:
-    ends = Ends(None, None)
-
-    def web_reason(**headers: str) -> str | None:
-        return ScopedGateway._check_web(request("/x", ends, {k.replace("_", "-"): v for k, v in headers.items()}))
-
-    assert web_reason() is None
-    assert web_reason(Host=HOSTPORT, Connection="Upgrade") is None
-    assert web_reason(**{"Sec-Fetch-Mode": "cors"}) is None
-    assert web_reason(**{"SEC-FETCH-MODE": "cors"}) is None
-    assert web_reason(**{"X-Sec-Fetch-Site": "cross-site"}) is None
-    assert web_reason(**{"Sec-Fetch-Site": "cross-site"}) == (
-        "the request carries Sec-Fetch-Site: it comes from a web page"
-    )
-    assert web_reason(**{"sec-fetch-user": "?1"}) == "the request carries sec-fetch-user: it comes from a web page"
-    both = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "empty", "Sec-Fetch-Mode": "cors"}
-    assert web_reason(**both) == "the request carries Sec-Fetch-Dest, Sec-Fetch-Site: it comes from a web page"
-    many = {f"Sec-Fetch-{'x' * 30}{n}": "1" for n in range(5)}
-    reason = web_reason(**many)
-    assert reason == f"the request carries {', '.join(sorted(many))[:100]}: it comes from a web page"
-
-
-@pytest.mark.req("gateway:secret-url")
-def test_a_request_with_the_secret_from_the_gateways_own_user_is_admitted_to_the_path_after_it(
-    loopback: Ends,
-) -> None:
-    gw = gateway()
-    assert gw._admit(request(f"/{gw._secret}/json/version", loopback)) == "/json/version"
-    assert gw._admit(request(f"/{gw._secret}", loopback)) == "/"
-    assert gw._admit(request(f"/{gw._secret}/devtools/page/{BOUND}", loopback)) == f"/devtools/page/{BOUND}"
-    assert gw.refusals == []
-
-
-def refused(answer: str | web.Response) -> tuple[int, str]:
-    assert isinstance(answer, web.Response), answer
-    return answer.status, cast(str, answer.text)
-
-
-@pytest.mark.req("gateway:secret-url")
-def test_a_request_without_the_secret_is_404_and_recorded_without_any_try_at_a_secret(loopback: Ends) -> None:
-    """A try at a secret (16 characters or more) is never written down: it may be a near miss of the real one."""
-    gw = gateway()
-    wrong = "w" * 16
-    assert refused(gw._admit(request(f"/{wrong}/json/list", loopback))) == (
-        404,
-        "computer_use gateway: no such endpoint",
-    )
-    assert refused(gw._admit(request(f"/{wrong[:15]}/json/list", loopback)))[0] == 404
-    assert refused(gw._admit(request("/json/list", loopback, method="POST")))[0] == 404
-    why = "no or wrong gateway secret in the path"
-    assert gw.refusals == [
-        RefusedCommand(0, "HTTP GET /<not the secret>/json/list", why),
-        RefusedCommand(0, f"HTTP GET /{wrong[:15]}/json/list", why),
-        RefusedCommand(0, "HTTP POST /json/list", why),
-    ]
-
-
-@pytest.mark.req("gateway:secret-url")
-def test_a_refused_requests_path_is_recorded_cut_to_200_characters(loopback: Ends) -> None:
-    gw = gateway()
-    path = "/x/" + "y" * 300
-    refused(gw._admit(request(path, loopback)))
-    assert [r.method for r in gw.refusals] == [f"HTTP GET {path[:200]}"]
-
-
-@pytest.mark.req("gateway:secret-url")
-def test_each_admission_check_refuses_with_its_own_status_and_reason_and_never_records_the_secret(
-    loopback: Ends,
-) -> None:
-    """Caller first (403), then Host (421), then web headers (403): each shown with every later check failing too."""
-    gw = gateway()
-    path = f"/{gw._secret}/json/list"
-    web_page = {"Host": "evil.test:4242", "Origin": "http://evil.test"}
-    caller = "the caller's address is unknown"
-    assert refused(gw._admit(request(path, Ends(None, None), web_page))) == (
-        403,
-        refusal_message("GET request", caller),
-    )
-    host = "the request names Host 'evil.test:4242', not the gateway's 127.0.0.1:4242"
-    assert refused(gw._admit(request(path, loopback, web_page))) == (421, refusal_message("GET request", host))
-    origin = "the request carries Origin 'http://evil.test': it comes from a web page"
-    with_origin = {"Host": HOSTPORT, "Origin": "http://evil.test"}
-    assert refused(gw._admit(request(path, loopback, with_origin))) == (403, refusal_message("GET request", origin))
-    shown = "HTTP GET /<secret>/json/list"
-    assert gw.refusals == [
-        RefusedCommand(0, shown, caller),
-        RefusedCommand(0, shown, host),
-        RefusedCommand(0, shown, origin),
-    ]
-    assert refused(gw._admit(request("/json/list", loopback, with_origin)))[0] == 403
+    assert gw.scope.allow_event(holder, event("Inspector.detached", reason="x"))
+    assert not gw.scope.allow_event(holder, event("Browser.downloadWillBegin", guid="g"))
+    assert not gw.scope.allow_event(holder, {"params": {}})
+    assert gw.scope.allow_event(holder, event("Browser.downloadWillBegin", "S-A", guid="g"))
 
 
 # -- HTTP discovery against a real (in-process) upstream ---------------------------------------------------------
@@ -646,8 +434,7 @@ async def upstream() -> AsyncIterator[Upstream]:
 
 
 async def serve_json(gw: ScopedGateway, path: str) -> web.Response:
-    gw._http = gw._http or http_session(gw.upstream)
-    answer = await gw._serve_json(make_mocked_request("GET", path), path)
+    answer = await gw.scope.serve_json(path, gw.upstream, gw.admission.base)
     assert isinstance(answer, web.Response)
     return answer
 
@@ -660,13 +447,13 @@ async def test_discovery_names_the_gateway_and_lists_only_the_bound_page(upstrea
         assert version.status == 200
         assert json_of(version) == {
             "Browser": "Chrome/1",
-            "webSocketDebuggerUrl": f"ws://{HOSTPORT}/{gw._secret}/devtools/browser/xyz",
+            "webSocketDebuggerUrl": f"ws://{HOSTPORT}/{gw.admission.secret}/devtools/browser/xyz",
         }
         expected = [
             {
                 "id": BOUND,
                 "type": "page",
-                "webSocketDebuggerUrl": f"ws://{HOSTPORT}/{gw._secret}/devtools/page/{BOUND}",
+                "webSocketDebuggerUrl": f"ws://{HOSTPORT}/{gw.admission.secret}/devtools/page/{BOUND}",
             }
         ]
         for path in ("/json/list", "/json", "/json/"):
@@ -674,10 +461,9 @@ async def test_discovery_names_the_gateway_and_lists_only_the_bound_page(upstrea
             assert (listing.status, json_of(listing)) == (200, expected), path
         del upstream.version["webSocketDebuggerUrl"]
         bare = json_of(await serve_json(gw, "/json/version"))
-        assert bare["webSocketDebuggerUrl"] == f"ws://{HOSTPORT}/{gw._secret}/devtools/browser/gateway"
+        assert bare["webSocketDebuggerUrl"] == f"ws://{HOSTPORT}/{gw.admission.secret}/devtools/browser/gateway"
     finally:
-        if gw._http is not None:
-            await gw._http.close()
+        await gw.upstream.close()
 
 
 def json_of(response: web.Response) -> Any:
@@ -697,15 +483,14 @@ async def test_discovery_refuses_to_open_focus_or_close_pages_and_knows_no_other
             answer = await serve_json(gw, path)
             assert (answer.status, answer.text) == (404, f"computer_use gateway: no such endpoint {path}"), path
     finally:
-        if gw._http is not None:
-            await gw._http.close()
+        await gw.upstream.close()
 
 
 @pytest.mark.req("gateway:discovery-only-bound")
 async def test_discovery_answers_502_naming_the_upstream_when_it_does_not_answer(upstream: Upstream) -> None:
     gw = gateway(upstream.url)
     try:
-        gw.upstream_http = upstream.url + "/missing"
+        gw.upstream.http_base = upstream.url + "/missing"
         answer = await serve_json(gw, "/json/version")
         assert answer.status == 502
         assert cast(str, answer.text).startswith(
@@ -713,5 +498,4 @@ async def test_discovery_answers_502_naming_the_upstream_when_it_does_not_answer
         )
         assert (await serve_json(gw, "/json/list")).status == 502
     finally:
-        if gw._http is not None:
-            await gw._http.close()
+        await gw.upstream.close()

@@ -1,52 +1,39 @@
-"""The scoped CDP gateway shows a client exactly the bound page A: proven with the tap, on raw CDP and both MCPs.
+"""The scope room: a client behind the gateway sees exactly the bound page A, on raw CDP and on every backend.
 
 Pages A, B and C are open; the gateway is bound to A and connects upstream through the tap, so `tap.by_target()`
 counts every command that reached Chromium because of the gateway or a client behind it. The isolation check is
-always the same: 0 commands on B and C. Its negative controls run the same check against a sabotaged gateway.
+always the same: 0 commands on B and C. Its negative controls run the same check against a gateway whose scope
+shows and forwards everything (`suites/sabotage.py`'s `NoScope`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import re
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 from backends.open_claude_chrome import OpenClaudeChromeBackend
 from fixtures_sites.server import FixtureServer
-from lab.browser import launch
 from lab.cdp import CDPClient, CDPError
 from lab.tap import BROWSER, CDPTap
 from lab.workspace import LabPage, Workspace
 from runtime.backend import BackendConfig
-from runtime.gateway import GatewayError, ScopedGateway
 from runtime.models import Action
 from suites.gateway.conftest import (
-    EventRecorder,
     Gateways,
+    Pages,
+    attach,
     browser_client,
     get_json,
+    gift_checked,
     mcp_child,
     tool_text,
     untouched,
 )
 
-Pages = tuple[LabPage, LabPage, LabPage]
 NO_TELEMETRY = {"CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS": "1", "CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS": "1"}
-
-
-async def attach(client: CDPClient, page: LabPage) -> str:
-    return (await client.send("Target.attachToTarget", {"targetId": page.target_id, "flatten": True}))["sessionId"]
-
-
-async def gift_checked(workspace: Workspace, page: LabPage) -> bool:
-    return await workspace.evaluate(page, "document.getElementById('gift').checked")
 
 
 # -- raw CDP ---------------------------------------------------------------------------------------------------
@@ -230,115 +217,6 @@ async def test_download_behaviour_and_focus_methods_are_absorbed_and_never_reach
     untouched(tap, b, c)
 
 
-@pytest.mark.req("gateway:page-endpoint")
-async def test_the_page_endpoint_serves_only_the_bound_page(
-    tap: CDPTap, make_gateway: Gateways, three_pages: Pages, clients: list[CDPClient]
-) -> None:
-    a, b, c = three_pages
-    gateway = await make_gateway(a)
-    [listed] = (await get_json(gateway.url, "/json/list"))[1]
-    page_client = await CDPClient.connect(listed["webSocketDebuggerUrl"])
-    clients.append(page_client)
-    href = await page_client.send("Runtime.evaluate", {"expression": "location.pathname", "returnByValue": True})
-    assert href["result"]["value"] == "/dom_form/"
-    with pytest.raises(CDPError, match=r"computer_use gateway: Target\.createTarget"):
-        await page_client.send("Target.createTarget", {"url": "about:blank"})
-    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
-        clients.append(await CDPClient.connect(listed["webSocketDebuggerUrl"].replace(a.target_id, b.target_id)))
-    assert refused.value.status == 403
-
-    assert tap.count(target=a.target_id, method="Runtime.evaluate") == 1
-    untouched(tap, b, c)
-
-
-@pytest.mark.req("gateway:page-endpoint")
-async def test_answers_reach_the_client_under_its_own_ids_whole_whether_the_gateway_reads_them_or_not(
-    tap: CDPTap, make_gateway: Gateways, three_pages: Pages
-) -> None:
-    """Answers the gateway does not read pass unparsed with only the id replaced; ids far from the gateway's own
-    upstream ids (which count from 1) show the replacement, and a megabyte of tricky text shows nothing else moved."""
-    a, b, c = three_pages
-    gateway = await make_gateway(a)
-    [listed] = (await get_json(gateway.url, "/json/list"))[1]
-    text = '"id":1,"result":' + '\u00e9\\"x' * 250_000
-    commands = {
-        9001: ("Runtime.evaluate", {"expression": json.dumps(text), "returnByValue": True}),
-        9002: ("Runtime.callFunctionOn", {"objectId": "no-such-object", "functionDeclaration": "function () {}"}),
-        9003: ("Page.getFrameTree", {}),  # an answer the gateway reads (the bound page's document)
-    }
-    async with aiohttp.ClientSession() as http, http.ws_connect(listed["webSocketDebuggerUrl"], max_msg_size=0) as ws:
-        for command_id, (method, params) in commands.items():
-            await ws.send_str(json.dumps({"id": command_id, "method": method, "params": params}))
-        answers = {}
-        while len(answers) < len(commands):
-            message = json.loads((await ws.receive(timeout=10)).data)
-            answers[message["id"]] = message
-    assert sorted(answers) == sorted(commands)
-    assert answers[9001]["result"]["result"]["value"] == text
-    assert "error" in answers[9002]
-    assert answers[9003]["result"]["frameTree"]["frame"]["url"].endswith("/dom_form/")
-    untouched(tap, b, c)
-
-
-@pytest.mark.req("gateway:malformed-frame")
-async def test_a_malformed_frame_closes_only_that_client_with_a_reason(
-    tap: CDPTap, make_gateway: Gateways, three_pages: Pages, clients: list[CDPClient]
-) -> None:
-    a, b, c = three_pages
-    gateway = await make_gateway(a)
-    healthy = await browser_client(gateway.url)
-    clients.append(healthy)
-    version = (await get_json(gateway.url, "/json/version"))[1]
-    async with aiohttp.ClientSession() as http, http.ws_connect(version["webSocketDebuggerUrl"]) as ws:
-        await ws.send_str('{"method": "Runtime.evaluate"}')
-        closing = await ws.receive(timeout=5)
-        assert closing.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
-        assert ws.close_code == aiohttp.WSCloseCode.UNSUPPORTED_DATA
-    [refusal] = gateway.refusals
-    assert (refusal.method, refusal.reason) == ("(malformed frame)", "a command needs an integer id")
-    assert (await healthy.send("Browser.getVersion"))["product"]
-    untouched(tap, a, b, c)
-
-
-@pytest.mark.req("gateway:quiet")
-async def test_the_gateway_on_its_own_makes_one_browser_level_discovery_call_and_nothing_on_any_page(
-    tap: CDPTap, make_gateway: Gateways, three_pages: Pages
-) -> None:
-    a, _, _ = three_pages
-    await make_gateway(a)
-    assert tap.by_target(label="gateway") == {
-        BROWSER: Counter({"HTTP /json/version": 1, "Target.setDiscoverTargets": 1})
-    }
-
-
-@pytest.mark.req("gateway:close")
-async def test_closing_the_gateway_closes_every_client_connection(
-    tap: CDPTap, make_gateway: Gateways, three_pages: Pages, clients: list[CDPClient]
-) -> None:
-    a, _, _ = three_pages
-    gateway = await make_gateway(a)
-    browser_level = await browser_client(gateway.url)
-    [listed] = (await get_json(gateway.url, "/json/list"))[1]
-    page_level = await CDPClient.connect(listed["webSocketDebuggerUrl"])
-    clients.extend([browser_level, page_level])
-    await attach(browser_level, a)
-
-    await gateway.close()
-    await asyncio.wait_for(browser_level.closed.wait(), 5)
-    await asyncio.wait_for(page_level.closed.wait(), 5)
-    with pytest.raises(aiohttp.ClientError):
-        await get_json(gateway.url, "/json/version")
-
-
-@pytest.mark.req("gateway:missing-target")
-async def test_a_gateway_for_a_target_that_does_not_exist_refuses_to_start(
-    tap: CDPTap, recorder: EventRecorder
-) -> None:
-    gateway = ScopedGateway(await tap.endpoint("gateway"), "0" * 32, on_event=recorder)
-    with pytest.raises(GatewayError, match="no target"):
-        await gateway.start()
-
-
 # -- the real MCP backends -----------------------------------------------------------------------------------------
 
 
@@ -448,130 +326,6 @@ async def test_open_claude_chrome_reads_and_clicks_the_bound_page_and_its_iframe
     assert not await gift_checked(workspace, b)
     untouched(tap, b, c)
     assert tap.count(target=a.target_id, category="input") > 0
-
-
-# -- what the runtime must hear about ------------------------------------------------------------------------------
-
-
-@pytest.mark.req("gateway:events")
-async def test_a_popup_opened_by_the_bound_page_is_reported_to_the_runtime_and_invisible_to_the_client(
-    tap: CDPTap,
-    make_gateway: Gateways,
-    recorder: EventRecorder,
-    three_pages: Pages,
-    lab_cdp: CDPClient,
-    clients: list[CDPClient],
-) -> None:
-    a, b, c = three_pages
-    gateway = await make_gateway(a)
-    client = await browser_client(gateway.url)
-    clients.append(client)
-    await client.send("Target.setDiscoverTargets", {"discover": True})
-    await client.send("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True})
-
-    popup_reported = recorder.wait("popup")
-    # The lab's own hands open it, with a user gesture so the popup blocker lets it through.
-    session = await attach(lab_cdp, a)
-    opened = await lab_cdp.send(
-        "Runtime.evaluate",
-        {"expression": "!!window.open('/popup/child', 'sub', 'width=400,height=400')", "userGesture": True},
-        session,
-    )
-    assert opened["result"]["value"] is True
-    popup = await popup_reported
-    try:
-        assert popup.detail == f"opened by {a.target_id}"
-        # Chromium told the client's connection about the popup before this answer; the gateway dropped it.
-        assert [t["targetId"] for t in (await client.send("Target.getTargets"))["targetInfos"]] == [a.target_id]
-        assert popup.target_id not in client.targets_in_events()
-        with pytest.raises(CDPError, match="computer_use gateway"):
-            await client.send("Target.attachToTarget", {"targetId": popup.target_id, "flatten": True})
-        assert tap.by_target().get(popup.target_id) is None
-        untouched(tap, b, c)
-    finally:
-        await lab_cdp.send("Target.closeTarget", {"targetId": popup.target_id})
-
-
-@pytest.mark.req("gateway:events")
-async def test_a_crash_of_the_bound_page_is_reported_and_forwarded_to_its_client(
-    tap: CDPTap,
-    make_gateway: Gateways,
-    recorder: EventRecorder,
-    three_pages: Pages,
-    lab_cdp: CDPClient,
-    clients: list[CDPClient],
-) -> None:
-    a, b, c = three_pages
-    gateway = await make_gateway(a)
-    client = await browser_client(gateway.url)
-    clients.append(client)
-    await attach(client, a)
-    await client.send("Target.setDiscoverTargets", {"discover": True})
-
-    crash_reported = recorder.wait("crashed")
-    client_told = client.wait_for_event("Target.targetCrashed", None, lambda p: p["targetId"] == a.target_id)
-    hands_session = await attach(lab_cdp, a)
-    crash = asyncio.ensure_future(lab_cdp.send("Page.crash", session_id=hands_session))  # never answered
-    try:
-        assert (await crash_reported).target_id == a.target_id
-        await client_told
-    finally:
-        crash.cancel()
-        with contextlib.suppress(asyncio.CancelledError, CDPError):
-            await crash
-    assert [e.kind for e in gateway.events] == ["crashed"]
-    untouched(tap, b, c)
-
-
-@pytest.mark.req("gateway:events")
-async def test_closing_the_bound_page_is_reported_as_destroyed(
-    tap: CDPTap,
-    make_gateway: Gateways,
-    recorder: EventRecorder,
-    three_pages: Pages,
-    workspace: Workspace,
-    clients: list[CDPClient],
-) -> None:
-    a, b, c = three_pages
-    gateway = await make_gateway(a)
-    client = await browser_client(gateway.url)
-    clients.append(client)
-    session = await attach(client, a)
-
-    destroyed = recorder.wait("destroyed")
-    detached = client.wait_for_event("Target.detachedFromTarget", predicate=lambda p: p["sessionId"] == session)
-    await workspace.close(a)
-    assert (await destroyed).target_id == a.target_id
-    await detached
-    with pytest.raises(CDPError) as late:
-        await client.send("Runtime.evaluate", {"expression": "1"}, session)
-    assert "computer_use gateway" not in str(late.value)  # Chromium's own error, not ours
-    assert {e.kind for e in gateway.events} == {"destroyed", "detached"}
-    untouched(tap, b, c)
-
-
-@pytest.mark.req("gateway:events")
-async def test_losing_the_browser_is_reported_and_closes_the_clients(recorder: EventRecorder) -> None:
-    chromium = await launch()
-    try:
-        async with ScopedGateway(
-            chromium.http_endpoint, await _first_page(chromium.http_endpoint), on_event=recorder
-        ) as gw:
-            client = await browser_client(gw.url)
-            try:
-                lost = recorder.wait("upstream_lost")
-                chromium.kill()
-                await lost
-                await asyncio.wait_for(client.closed.wait(), 10)
-            finally:
-                await client.close()
-    finally:
-        await chromium.close()
-
-
-async def _first_page(endpoint: str) -> str:
-    listing = (await get_json(endpoint, "/json/list"))[1]
-    return next(t["id"] for t in listing if t["type"] == "page")
 
 
 # -- negative controls ---------------------------------------------------------------------------------------------
