@@ -12,7 +12,7 @@ import aiohttp
 
 from runtime.capability.host import ContextStore, Host
 from runtime.cdp import CDPConnection
-from runtime.endpoint import HEADERS_ENV, BrowserEndpoint, EndpointRefused
+from runtime.endpoint import BrowserEndpoint, EndpointRefused
 from runtime.gateway import ScopedGateway
 from runtime.mcp.server import ComputerUseServer, build_server
 from runtime.models import Page
@@ -74,9 +74,7 @@ class Runtime:
         try:
             cdp = await CDPConnection.connect(cdp_endpoint)
         except EndpointRefused as exc:  # it answered: a front door that wants other headers, not a missing browser
-            raise BrowserUnreachable(
-                str(exc)[:300], f"give the headers it wants (--cdp-header, --cdp-headers-file or ${HEADERS_ENV})"
-            ) from None
+            raise BrowserUnreachable(exc.what, exc.todo) from None
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError) as exc:
             raise BrowserUnreachable(
                 f"no browser answers at {cdp_endpoint} ({type(exc).__name__}: {str(exc)[:200]})",

@@ -177,7 +177,7 @@ def build_parser() -> CommandParser:
         type=cdp_endpoint,
         metavar="URL",
         help="a running browser's debugging endpoint, http://HOST:PORT (Chromium with --remote-debugging-port), or a "
-        "browser farm's WebSocket, ws://… or wss://…",
+        "browser farm's ws://… or wss://… URL",
     )
     source.add_argument(
         "--launch",

@@ -35,6 +35,11 @@ class EndpointRefused(ConnectionError):
     """The browser endpoint answered the handshake with an HTTP error: its front door refused us (a wrong or missing
     header, most likely). One line, naming the status and what to check; never a header's value."""
 
+    def __init__(self, what: str, todo: str) -> None:
+        super().__init__(f"{what}; {todo}")
+        self.what = what
+        self.todo = todo
+
 
 @dataclass(frozen=True)
 class BrowserEndpoint:
@@ -112,6 +117,6 @@ def refused(endpoint: BrowserEndpoint, status: int) -> EndpointRefused:
     """The error for a handshake the endpoint answered with HTTP `status`."""
     sent = ", ".join(name for name, _ in endpoint.headers) or "no header"
     return EndpointRefused(
-        f"the browser endpoint {endpoint.shown} refused the connection with HTTP {status} (sent {sent}); give the "
-        f"header its front door expects with --cdp-header 'Name: value', --cdp-headers-file or ${HEADERS_ENV}"
+        f"the browser endpoint {endpoint.shown} refused the connection with HTTP {status} (sent {sent})",
+        f"give the header its front door expects with --cdp-header 'Name: value', --cdp-headers-file or ${HEADERS_ENV}",
     )

@@ -19,7 +19,7 @@ EXIT_STATUSES = {
     1: "failed otherwise (for `eval`: a question failed)",
     2: "usage: an unknown option or value, options that do not go together, a malformed URL or file name",
     3: "Chromium is missing or did not start",
-    4: "the browser at --cdp-endpoint cannot be reached",
+    4: "the browser at --cdp-endpoint cannot be reached, or its front door refuses the headers",
     5: "a port to listen on is in use",
     6: "the model provider: a missing API key or SDK, a missing or malformed --script",
     130: "`eval` stopped by Ctrl-C before its last question",

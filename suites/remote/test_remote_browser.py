@@ -32,9 +32,9 @@ from lab.netns import RemoteHost
 from lab.tap import CDPTap
 from lab.workspace import Workspace
 from runtime.app import Runtime
-from runtime.endpoint import EndpointRefused
 from runtime.gateway import GatewayError, ScopedGateway
 from runtime.service import Settings
+from runtime.startup import BrowserUnreachable
 from suites.harness import Desk
 from suites.isolation.test_canaries import (
     OTHERS,
@@ -159,7 +159,7 @@ async def test_a_wrong_or_missing_header_is_one_line_naming_the_status_from_the_
 ) -> None:
     page = next(t for t in (await lab_cdp.send("Target.getTargets"))["targetInfos"] if t["type"] == "page")
     for headers in ({}, {HEADER: "Bearer wrong"}):
-        with pytest.raises(EndpointRefused) as refused:
+        with pytest.raises(BrowserUnreachable) as refused:
             await Runtime.connect(remote.endpoint(headers=headers))
         assert_one_line_refusal(str(refused.value), remote)
         gateway = ScopedGateway(remote.endpoint(headers=headers), page["targetId"])
