@@ -203,6 +203,8 @@ async def test_new_chat_clears_the_history_and_starts_the_script_over(
     await console.send("Start again.", [])
     await until_event(app, mark, turn_ended)
     said = "[...document.querySelectorAll('#history article.message .body')].map(body => body.textContent.trim())"
+    # The app has ended the turn; the console shows its events a moment later (they stream to it).
+    await console.until(f"{said}.length >= 2")
     assert await console.evaluate(said) == ["Start again.", "Step one of the script."], "the script did not restart"
 
     await lab_cdp.send("Page.enable", session_id=console.session)
