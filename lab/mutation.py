@@ -175,8 +175,8 @@ GROUPS: tuple[Group, ...] = (
     ),
     Group(
         "observation",
-        ("runtime/observation.py",),
-        ("runtime.observation.*",),
+        ("runtime/observation.py", "runtime/text.py"),
+        ("runtime.observation.*", "runtime.text.*"),
         (
             "suites/unit/test_observation_rendering.py",
             "suites/unit/test_relation_and_rendering.py",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from runtime.backend import Element
 from runtime.commit import loose
-from runtime.observation import NAME_CHARS
+from runtime.text import NAME_CHARS
 
 DRAWN_MIN = (160, 120)
 """CSS px (width, height) of a drawn surface's visible part at least: a seat map or a chart, not an icon."""

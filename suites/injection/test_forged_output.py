@@ -138,7 +138,8 @@ async def test_the_line_checks_catch_a_renderer_that_does_not_clean_or_escape(
     one_page_desk, agent: Agent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(observation, "clean", lambda text, limit: text)
-    monkeypatch.setattr(observation, "_quoted", lambda text: f'"{text}"')
+    monkeypatch.setattr(observation, "quote", lambda text, limit: f'"{text}"')
+    monkeypatch.setattr(observation, "quoted", lambda text: f'"{text}"')
     await one_page_desk("/forgery/")
     seen = await agent.observe(page="left")
     with pytest.raises(AssertionError):

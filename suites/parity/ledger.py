@@ -1186,6 +1186,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req("unit:class-size", "a-house-easy-to-live-in", "no class in runtime/ is over 300 lines"),
     _req(
+        "unit:import-graph",
+        "a-house-easy-to-live-in",
+        "no modules of runtime/ or backends/ import one another in a circle",
+    ),
+    _req(
         "unit:approvals",
         "needs-user",
         "an approval holds once, for the write, frame, session and host it was granted for, and expires",
