@@ -69,7 +69,7 @@ def connection_nonce(connection_id: str) -> str:
     return HTTP_NONCE_PREFIX + hashlib.sha256(connection_id.encode()).hexdigest()[:32]
 
 
-class Refused(Exception):
+class HTTPRefusal(Exception):
     """An HTTP-level refusal: a status and a JSON body, before anything reaches the service."""
 
     def __init__(self, status: int, body: dict[str, Any], headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
@@ -79,8 +79,8 @@ class Refused(Exception):
         self.headers = headers
 
 
-def _error(status: int, error: str, message: str, *headers: tuple[bytes, bytes]) -> Refused:
-    return Refused(status, {"error": error, "message": message}, headers)
+def _error(status: int, error: str, message: str, *headers: tuple[bytes, bytes]) -> HTTPRefusal:
+    return HTTPRefusal(status, {"error": error, "message": message}, headers)
 
 
 def _one(headers: list[tuple[bytes, bytes]], name: str) -> str | None:
@@ -129,7 +129,7 @@ class HttpApi:
         try:
             status, body = await self._answer(scope, receive)
             headers: tuple[tuple[bytes, bytes], ...] = ()
-        except Refused as refused:
+        except HTTPRefusal as refused:
             status, body, headers = refused.status, refused.body, refused.headers
         except Exception:
             log.exception("%s %s failed unexpectedly", scope.get("method"), scope["path"])
