@@ -32,7 +32,7 @@ from host.providers import make_provider
 from host.providers.base import Provider, ProviderError, ToolSpec
 from host.server import DEMO_TITLE, ConsoleServer, DemoServer, EventLog
 from host.settings import BACKENDS, HostSettings, InvalidSetting, SettingsStore, default_config_dir, validate
-from host.turns import Conversation, Refused, clip
+from host.turns import ConsoleRefusal, Conversation, clip
 from host.windows import SIDES, Rect, Side, WindowManager
 from runtime.app import Runtime
 from runtime.browser import PrivateChromium
@@ -354,11 +354,11 @@ class HostApp:
         """Open `url` as a new Page in a new window `placement` of the chat, inside the screen's work area (the
         chat moves or shrinks when both do not fit), and register it."""
         if placement not in SIDES:
-            raise Refused(f"placement is one of {', '.join(SIDES)}", 400)
+            raise ConsoleRefusal(f"placement is one of {', '.join(SIDES)}", 400)
         if len(url) > MAX_URL or not url.startswith(("http://", "https://")):
-            raise Refused(f"open an http:// or https:// URL (at most {MAX_URL} characters)", 400)
+            raise ConsoleRefusal(f"open an http:// or https:// URL (at most {MAX_URL} characters)", 400)
         if origin(url) in {origin(reserved) for reserved in self.reserved_origins()}:
-            raise Refused(CONSOLE_NOT_A_PAGE, 400)
+            raise ConsoleRefusal(CONSOLE_NOT_A_PAGE, 400)
         bounds = await self._slot(cast(Side, placement))
         target, window = await self.windows.open(url, bounds, background=True)
         return await self.runtime.registry.register(target, window, workspace="main")  # the feed follows it
@@ -430,7 +430,7 @@ class HostApp:
         try:
             validate(backend, BACKENDS)
         except InvalidSetting as exc:
-            raise Refused(str(exc), 400) from None
+            raise ConsoleRefusal(str(exc), 400) from None
         self.runtime.service.settings.backend = backend
         self._publish_settings()
         try:
@@ -447,7 +447,7 @@ class HostApp:
     async def set_access(self, handle: str, enabled: bool) -> None:
         page = next((p for p in self.runtime.registry.pages() if p.registry_page_id == handle), None)
         if page is None or page.is_chat:
-            raise Refused(f"{clip(handle, 40)} is not a Page of this app", 404)
+            raise ConsoleRefusal(f"{clip(handle, 40)} is not a Page of this app", 404)
         self.runtime.registry.set_access(handle, enabled)
         self.pages.show()
 
@@ -457,7 +457,7 @@ class HostApp:
                 await self.set_screen(screen)
             await self.open_page(url, placement)
         except CDPError as exc:
-            raise Refused(f"the browser could not open it: {clip(exc, 200)}", 502) from None
+            raise ConsoleRefusal(f"the browser could not open it: {clip(exc, 200)}", 502) from None
 
     async def refresh_pages(self, screen: Rect | None = None) -> None:
         """Re-read the Pages (the console regained focus); `screen`: its work area, as the browser reports it."""

@@ -46,7 +46,7 @@ from host.providers import make_provider
 from host.providers.base import AssistantTurn, Entry, Provider, ProviderError, ToolResults, UserText
 from host.providers.script import ScriptError, ScriptProvider, parse_steps
 from host.settings import BACKENDS
-from host.turns import Refused
+from host.turns import ConsoleRefusal
 from runtime.cdp import CDPError
 from runtime.cli import CommandParser, report
 from runtime.observation import estimate
@@ -251,7 +251,7 @@ async def ask(
         for path in question.pages:
             try:
                 page = await app.open_page(base_url + path)
-            except (CDPError, Refused, TimeoutError) as exc:
+            except (CDPError, ConsoleRefusal, TimeoutError) as exc:
                 problem = f"could not open the Page {path}: {exc}"
                 break
             pages.append(page)
