@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from runtime.commit import Reading, Target
+from runtime.commit import CommitTargets, Target
 from runtime.models import Action
 from runtime.probe import Structure
 from runtime.sensitivity import ACTIVATING_ROLES, mismatch, sensitive, sensitive_url
@@ -43,7 +43,9 @@ class Handover:
     """The live element the verdict was read from (none for a navigation)."""
 
 
-def needs_user(action: Action, reading: Reading, structure: Structure | None, authorized_url: str) -> Handover | None:
+def needs_user(
+    action: Action, reading: CommitTargets, structure: Structure | None, authorized_url: str
+) -> Handover | None:
     """Why this action must be handed over to the user; None if the runtime may perform it.
 
     `authorized_url`: the Page's address when the user authorized it for this request (its origin is the one the
@@ -67,7 +69,7 @@ def needs_user(action: Action, reading: Reading, structure: Structure | None, au
     return None
 
 
-def _unnamed(action: Action, reading: Reading, structure: Structure) -> Handover | None:
+def _unnamed(action: Action, reading: CommitTargets, structure: Structure) -> Handover | None:
     """The first verdict on `reading` that does not come from what a name says."""
     for target in reading.targets:
         reason = _through(action, target, structure, reading.hover_unread, by_name=False)

@@ -33,7 +33,7 @@ from runtime.commands.act import Act
 from runtime.commands.base import Answer
 from runtime.commands.observe import Observe
 from runtime.commands.verify import Verify
-from runtime.commit import Reading, aim
+from runtime.commit import CommitTargets, aim
 from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.gateway.scope import TargetScope
@@ -78,8 +78,8 @@ class ScreenshotAlways(Observe):
 class NoPolicy(Act):
     """Sends every write without the runtime's policy read (no `needs_user` for login, CAPTCHA, payment...)."""
 
-    async def check_policy(self, *args: Any) -> Reading:
-        return Reading()
+    async def check_policy(self, *args: Any) -> CommitTargets:
+        return CommitTargets()
 
 
 class PolicyWithoutSubmit(Act):
@@ -87,11 +87,11 @@ class PolicyWithoutSubmit(Act):
 
     async def check_policy(
         self, session: ComputerSession, action: Action, element: Element | None, context: PageContext
-    ) -> Reading:
+    ) -> CommitTargets:
         return await super().check_policy(session, action.model_copy(update={"submit": False}), element, context)
 
 
-async def focus_always_held(probe: PageProbe, reading: Reading) -> bool:
+async def focus_always_held(probe: PageProbe, reading: CommitTargets) -> bool:
     """Says the field typed into still has the focus without looking: the runtime's Enter of a `type` with `submit`
     goes wherever the focus is."""
     return True
