@@ -114,7 +114,7 @@ class Question:
 
 
 @dataclass
-class Outcome:
+class QuestionOutcome:
     question: Question
     passed: bool
     tool_calls: int = 0
@@ -241,7 +241,7 @@ async def stop_process(process: asyncio.subprocess.Process) -> None:
 
 async def ask(
     app: HostApp, base_url: str, question: Question, provider: Provider | None, timeout: float = QUESTION_TIMEOUT
-) -> Outcome:
+) -> QuestionOutcome:
     """One question in a chat of its own, on its own Pages; the Pages are closed afterwards."""
     began = time.monotonic()
     await app.conversation.reset(provider)
@@ -268,7 +268,7 @@ async def ask(
     reply = replies[-1].text if replies and not replies[-1].tool_calls else ""
     given = given_answer(reply)
     usage = app.conversation.usage
-    return Outcome(
+    return QuestionOutcome(
         question=question,
         passed=not problem and grade(given, question.answer),
         tool_calls=sum(len(entry.tool_calls) for entry in replies),
@@ -324,7 +324,7 @@ class Options:
 
 async def evaluate(
     options: Options, out: TextIO = sys.stdout, progress: TextIO | None = None
-) -> tuple[int, list[Outcome]]:
+) -> tuple[int, list[QuestionOutcome]]:
     """Run the set as `options` say; print the table to `out` and which question runs to `progress` (stderr).
     Returns the exit status and the outcomes; a failure to start is its one line on stderr and its status."""
     try:
@@ -333,7 +333,7 @@ async def evaluate(
         return report(PROG, failure), []
 
 
-async def _evaluate(options: Options, out: TextIO, progress: Progress) -> tuple[int, list[Outcome]]:
+async def _evaluate(options: Options, out: TextIO, progress: Progress) -> tuple[int, list[QuestionOutcome]]:
     try:
         questions = load_questions(options.questions)
         if options.only:
@@ -413,7 +413,7 @@ async def _evaluate(options: Options, out: TextIO, progress: Progress) -> tuple[
     return (0 if passed == len(outcomes) else 1), outcomes
 
 
-def _estimated(outcomes: Sequence[Outcome]) -> str:
+def _estimated(outcomes: Sequence[QuestionOutcome]) -> str:
     if outcomes and all(o.estimated for o in outcomes):
         return " (est.)"
     return " (some est.)" if any(o.estimated for o in outcomes) else ""
@@ -432,7 +432,7 @@ def _row(*cells: str) -> str:
     return "  ".join(cell.ljust(width) for cell, width in zip(cells, WIDTHS, strict=False)) + "  " + cells[-1]
 
 
-def _line(outcome: Outcome) -> str:
+def _line(outcome: QuestionOutcome) -> str:
     answer = "(no ANSWER line)" if outcome.given is None else json.dumps(outcome.given[:80], ensure_ascii=False)
     if not outcome.passed:
         answer += f" expected {json.dumps(outcome.question.answer, ensure_ascii=False)}"
