@@ -72,7 +72,7 @@ Say = str | tuple[str | dict[str, Any], ...]
 
 
 @dataclass(frozen=True)
-class Step:
+class ScriptStep:
     say: Say
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
 
@@ -132,7 +132,7 @@ def _parse_say(say: Any, where: str) -> Say:
     return tuple(parts)
 
 
-def parse_steps(data: Any) -> list[Step]:
+def parse_steps(data: Any) -> list[ScriptStep]:
     if not isinstance(data, list):
         raise ScriptError("a script is a JSON list of steps")
     if len(data) > MAX_STEPS:
@@ -154,7 +154,7 @@ def parse_steps(data: Any) -> list[Step]:
                 raise ScriptError(f"{at}: name is a tool name and arguments an object")
             _check_value(call["arguments"], f"{at}: arguments")
             parsed.append((call["name"], call["arguments"]))
-        steps.append(Step(say, tuple(parsed)))
+        steps.append(ScriptStep(say, tuple(parsed)))
     return steps
 
 
@@ -310,7 +310,7 @@ class ScriptProvider:
     name = "script"
     model = "script"
 
-    def __init__(self, steps: Sequence[Step], *, final: str = FINAL, source: str = "script") -> None:
+    def __init__(self, steps: Sequence[ScriptStep], *, final: str = FINAL, source: str = "script") -> None:
         self.steps = tuple(steps)
         self.final = final
         self.source = source
