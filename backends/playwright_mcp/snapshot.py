@@ -43,13 +43,13 @@ class SnapshotFormatError(ValueError):
 
 
 @dataclass(frozen=True)
-class Answer:
+class MarkdownSections:
     """One upstream text answer split into its markdown sections."""
 
     sections: dict[str, str]
 
     @classmethod
-    def parse(cls, text: str) -> Answer:
+    def parse(cls, text: str) -> MarkdownSections:
         sections: dict[str, str] = {}
         matches = list(_SECTION.finditer(text))
         for i, match in enumerate(matches):
@@ -208,7 +208,7 @@ def parse_aria(yaml_text: str) -> list[AriaNode]:
 
 def parse_snapshot_answer(text: str, workdir: Path | None = None) -> Snapshot:
     """A whole `browser_snapshot` answer (markdown) -> Snapshot."""
-    answer = Answer.parse(text)
+    answer = MarkdownSections.parse(text)
     snapshot = normalize(
         answer.page_field("Page URL"),
         answer.page_field("Page Title"),
