@@ -65,7 +65,7 @@ import mcp_types as types
 
 from backends.chrome_devtools_mcp.client import DevToolsClient
 from backends.chrome_devtools_mcp.errors import navigation_failure, upstream_error
-from backends.chrome_devtools_mcp.snapshot import UID, SnapshotFormatError, parse_snapshot
+from backends.chrome_devtools_mcp.snapshot import UID, SnapshotTreeError, parse_snapshot
 from backends.common.child_backend import ChildBackend
 from backends.common.roles import CHECKABLE_ROLES
 from runtime.backend import BackendConfig, BackendError, Diagnostics, Element, Failure, Snapshot
@@ -176,7 +176,7 @@ class ChromeDevToolsMCPBackend(ChildBackend):
         try:
             # Off the event loop: a huge Page's answer takes seconds to parse, and other connections wait meanwhile.
             return await asyncio.to_thread(parse_snapshot, _structured(result), _text(result))
-        except SnapshotFormatError as exc:
+        except SnapshotTreeError as exc:
             raise BackendError(Failure.upstream, f"unreadable take_snapshot answer: {exc}") from None
 
     async def diagnostics(self) -> Diagnostics:
