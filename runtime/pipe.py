@@ -60,7 +60,7 @@ CALL_TIMEOUT = 10.0
 
 UNKNOWN_SESSION = {"code": -32001, "message": "Session with given id not found."}
 """Chromium's own answer to a command on a session it does not know; a client naming another's session gets it."""
-ANSWER_HEAD = re.compile(r'\{"id":(\d+),')
+ID_HEAD = re.compile(r'\{"id":(\d+),')
 SESSION_TAIL = re.compile(r',"sessionId":"([^"]+)"\}$')
 """Chromium writes a message's `sessionId` last. At the very end of a JSON object, `,"sessionId":"…"}` can only be
 a top-level member (an unescaped quote cannot sit inside a string): routing reads it there without a parse."""
@@ -425,7 +425,7 @@ class PipeBroker:
                 self._release(client, detach=False)
 
     def _dispatch(self, text: str) -> None:
-        head = ANSWER_HEAD.match(text)
+        head = ID_HEAD.match(text)
         if head is not None:
             self._on_answer(text, head)
             return
