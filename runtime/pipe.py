@@ -64,7 +64,7 @@ ID_HEAD = re.compile(r'\{"id":(\d+),')
 SESSION_TAIL = re.compile(r',"sessionId":"([^"]+)"\}$')
 """Chromium writes a message's `sessionId` last. At the very end of a JSON object, `,"sessionId":"…"}` can only be
 a top-level member (an unescaped quote cannot sit inside a string): routing reads it there without a parse."""
-TAIL = 128
+SESSION_TAIL_CHARS = 128
 """How much of a message's end `session_tail` reads (a session id is 32 hex digits): a long answer is never scanned."""
 TRACKED = ('{"method":"Target.attachedToTarget"', '{"method":"Target.detachedFromTarget"')
 
@@ -85,7 +85,7 @@ def http_session(endpoint: str, timeout: aiohttp.ClientTimeout | None = None) ->
 
 def session_tail(text: str) -> tuple[str, int] | None:
     """The message's top-level `sessionId` and where its member starts, read from the end; None if it has none."""
-    start = max(len(text) - TAIL, 0)
+    start = max(len(text) - SESSION_TAIL_CHARS, 0)
     found = SESSION_TAIL.search(text, start)
     return (found.group(1), found.start()) if found else None
 
