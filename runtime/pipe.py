@@ -54,7 +54,7 @@ UNIX_PREFIX = "unix:"
 """How an endpoint served on a Unix socket is written: `unix:/path/cdp.sock`."""
 HOST = "chromium.invalid"
 """The host name in every URL the broker hands out (`.invalid` is reserved: it never resolves)."""
-SOCKET_NAME = "cdp.sock"
+CDP_SOCKET_NAME = "cdp.sock"
 CALL_TIMEOUT = 10.0
 """Bound on each of the broker's own calls (the version, the target list, attaching a client)."""
 
@@ -195,7 +195,7 @@ class PipeBroker:
     def __init__(self, pipe: Pipe, directory: Path) -> None:
         """`directory`: a fresh 0700 directory this user owns (the socket goes there); the caller removes it."""
         self.pipe = pipe
-        self.path = directory / SOCKET_NAME
+        self.path = directory / CDP_SOCKET_NAME
         self.browser_id = str(uuid.uuid4())
         self.closed = asyncio.Event()
         """Set once Chromium has closed the pipe (it exited) or the broker was closed."""
