@@ -20,7 +20,7 @@ import runtime.mcp.server
 from host.evals.runner import Progress
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.client import HostedClient
-from runtime.mcp.progress import PHASES
+from runtime.mcp.progress import PHASE_WORDS
 from runtime.mcp.server import TOOL
 from runtime.models import ComputerUseResult
 from suites.harness import Desk, client_in_task, ref_of
@@ -80,10 +80,10 @@ async def watched(one_page_desk: Callable[[str], Awaitable[Desk]]) -> AsyncItera
 
 def assert_progress_is_reported(heard: list[str], *phases: str) -> None:
     assert heard, "no progress notification for a call that asked for progress"
-    assert len(heard) <= len(PHASES), f"{len(heard)} notifications: more than one a phase"
+    assert len(heard) <= len(PHASE_WORDS), f"{len(heard)} notifications: more than one a phase"
     assert len(set(heard)) == len(heard), f"a phase reported twice: {heard}"
     for phase in phases:
-        assert PHASES[phase] in heard, f"{PHASES[phase]!r} is not among {heard}"
+        assert PHASE_WORDS[phase] in heard, f"{PHASE_WORDS[phase]!r} is not among {heard}"
 
 
 async def progress_scenario(watched: Watched) -> None:
