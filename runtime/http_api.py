@@ -21,7 +21,7 @@ closes (its nonce retired for a token lifetime: a client that gets "has closed" 
 Every web page is hostile, and its script can reach every loopback port. A browser sends `Origin` with every
 cross-origin POST (and with its CORS preflight), so a request carrying `Origin` gets 403 before anything else is
 read; `Content-Type` must be `application/json` (415), which no HTML form can send and no script can without a
-preflight; the body is capped at `MAX_BODY` (413); only POST is served (405). Bound to a loopback name, the `Host`
+preflight; the body is capped at `MAX_REQUEST_BYTES` (413); only POST is served (405). Bound to a loopback name, the `Host`
 header must name loopback too (421), as the SDK checks for /mcp (a DNS-rebinding defence). A bearer token, when
 configured, applies here too (`runtime.mcp.http.BearerAuth` wraps both). No answer ever carries a traceback.
 """
@@ -49,7 +49,7 @@ PREFIX = "/v1/"
 TOKEN_HEADER = "Computer-Use-Token"
 CALL_HEADER = "Computer-Use-Tool-Call"
 CONNECTION_HEADER = "Computer-Use-Connection"
-MAX_BODY = 64 * 1024
+MAX_REQUEST_BYTES = 64 * 1024
 """Bytes a request body may have: every argument is bounded far below it (docs/mcp.md, "Limits")."""
 CONNECTIONS = 256
 """Connection ids kept at once (least recently used closed first)."""
@@ -227,10 +227,10 @@ class HttpApi:
 
 
 async def _read(headers: list[tuple[bytes, bytes]], receive: Receive) -> bytes:
-    """The whole body, or 413 as soon as it is known to exceed `MAX_BODY` (declared or received)."""
-    too_large = _error(413, "body_too_large", f"the body may have at most {MAX_BODY} bytes")
+    """The whole body, or 413 as soon as it is known to exceed `MAX_REQUEST_BYTES` (declared or received)."""
+    too_large = _error(413, "body_too_large", f"the body may have at most {MAX_REQUEST_BYTES} bytes")
     declared = _one(headers, "content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+    if declared is not None and declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
         raise too_large
     body = bytearray()
     while True:
@@ -238,7 +238,7 @@ async def _read(headers: list[tuple[bytes, bytes]], receive: Receive) -> bytes:
         if message["type"] == "http.disconnect":
             raise _error(400, "incomplete_body", "the client went away before the body ended")
         body += message.get("body", b"")
-        if len(body) > MAX_BODY:
+        if len(body) > MAX_REQUEST_BYTES:
             raise too_large
         if not message.get("more_body", False):
             return bytes(body)

@@ -520,7 +520,7 @@ async def test_the_connection_id_check_catches_a_verifier_that_ignores_the_conne
 async def test_the_size_check_catches_an_adapter_without_a_body_cap(
     one_form: Desk, served: Served, http_session: aiohttp.ClientSession, tap: CDPTap, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(http_api, "MAX_BODY", 1 << 30)
+    monkeypatch.setattr(http_api, "MAX_REQUEST_BYTES", 1 << 30)
     with pytest.raises(AssertionError, match="over 64 KiB: expected 413"):
         await check_request_limits(one_form, served, http_session, tap)
 
