@@ -78,7 +78,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 KEY_CHARACTERS = frozenset("\r\n\x00")
 """Characters Puppeteer's `fill` (which types values under 100 characters key by key) sends as key presses:
 Enter, Enter, NumpadDecimal."""
-DIAGNOSTIC_ENTRIES = 10
+DIAGNOSTICS_KEPT = 10
 """The latest console errors, and failed requests, a diagnostics read keeps (the runtime shows as many at most)."""
 ENV = {
     "CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS": "1",  # no Clearcut telemetry
@@ -259,7 +259,7 @@ class ChromeDevToolsMCPBackend(ChildBackend):
 
 
 def parse_diagnostics(console: Mapping[str, Any], network: Mapping[str, Any]) -> Diagnostics:
-    """The last `DIAGNOSTIC_ENTRIES` errors and failed requests of the upstream's structured answers. A grouped
+    """The last `DIAGNOSTICS_KEPT` errors and failed requests of the upstream's structured answers. A grouped
     message (`count`) counts once per occurrence; a request failed when its status is not a number (an error text
     such as `net::ERR_FAILED`) or is 400 or more; a pending one has not failed yet."""
     errors: list[str] = []
@@ -278,8 +278,8 @@ def parse_diagnostics(console: Mapping[str, Any], network: Mapping[str, Any]) ->
         if not status.isdigit() or int(status) >= 400:
             failed.append((method, url, status))
     return Diagnostics(
-        errors=tuple(errors[-DIAGNOSTIC_ENTRIES:]),
-        failed=tuple(failed[-DIAGNOSTIC_ENTRIES:]),
+        errors=tuple(errors[-DIAGNOSTICS_KEPT:]),
+        failed=tuple(failed[-DIAGNOSTICS_KEPT:]),
         errors_total=errors_total,
         failed_total=len(failed),
     )
