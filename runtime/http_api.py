@@ -21,8 +21,8 @@ closes (its nonce retired for a token lifetime: a client that gets "has closed" 
 Every web page is hostile, and its script can reach every loopback port. A browser sends `Origin` with every
 cross-origin POST (and with its CORS preflight), so a request carrying `Origin` gets 403 before anything else is
 read; `Content-Type` must be `application/json` (415), which no HTML form can send and no script can without a
-preflight; the body is capped at `MAX_REQUEST_BYTES` (413); only POST is served (405). Bound to a loopback name, the `Host`
-header must name loopback too (421), as the SDK checks for /mcp (a DNS-rebinding defence). A bearer token, when
+preflight; the body is capped at `MAX_REQUEST_BYTES` (413); only POST is served (405). Bound to a loopback name, the
+`Host` header must name loopback too (421), as the SDK checks for /mcp (a DNS-rebinding defence). A bearer token, when
 configured, applies here too (`runtime.mcp.http.BearerAuth` wraps both). No answer ever carries a traceback.
 """
 

@@ -46,9 +46,9 @@ FIRST_FRAME = (
     "globalThis.computerUseFirstFrame = new Promise(done => {"
     " requestAnimationFrame(() => done(true)); setTimeout(() => done(false), 100); }), true"
 )
-"""The first of the two frames of `POINTER_ANSWER_JS`, asked for before the move is sent, so that it is the frame the move is
-delivered in (Chromium delivers a pointer move with the next frame, before its animation-frame callbacks) or the one
-after it; held in the probe's isolated world, which the Page's scripts cannot see. At most 100 ms."""
+"""The first of the two frames of `POINTER_ANSWER_JS`, asked for before the move is sent, so that it is the frame the
+move is delivered in (Chromium delivers a pointer move with the next frame, before its animation-frame callbacks) or
+the one after it; held in the probe's isolated world, which the Page's scripts cannot see. At most 100 ms."""
 SECOND_FRAME = """new Promise(done => {
   let framed = false;
   const frame = () => {
@@ -63,8 +63,8 @@ SECOND_FRAME = """new Promise(done => {
   setTimeout(frame, 100);
   setTimeout(() => done(true), 750);
 })"""
-"""The rest of `POINTER_ANSWER_JS`: the second frame, then the transitions running then; true when it waited for any (or for
-its bound), so what the accessibility tree said during that frame may be out of date."""
+"""The rest of `POINTER_ANSWER_JS`: the second frame, then the transitions running then; true when it waited for any
+(or for its bound), so what the accessibility tree said during that frame may be out of date."""
 FRAME_WAIT = 1.0
 """Seconds the Page's answer gets at most."""
 
