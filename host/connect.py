@@ -64,7 +64,7 @@ INSTRUCTIONS = (
     "computer_use: list_pages, then observe a Page, act once per call with the latest frame_id, verify with an "
     "assertion. Without a grant every call is invalid_capability: ask the user to grant access in the console."
 )
-DESCRIPTION = """\
+CONNECT_DESCRIPTION = """\
 The computer_use tool for an MCP client of your own (Claude Code, Cursor, VS Code, the MCP Inspector), through a
 grant the person gives in the console of `computer-use app`. The client launches it as its stdio MCP server:
 
@@ -426,7 +426,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "connect",
         help="stdio MCP server for an MCP client of your own: the computer_use tool through the user's grant",
-        description=DESCRIPTION,
+        description=CONNECT_DESCRIPTION,
     )
     add_arguments(parser)
     parser.set_defaults(func=run)
@@ -440,7 +440,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = CommandParser(prog="computer-use connect", description=DESCRIPTION)
+    parser = CommandParser(prog="computer-use connect", description=CONNECT_DESCRIPTION)
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

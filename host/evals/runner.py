@@ -70,7 +70,7 @@ ANSWER = re.compile(r"^[ \t]*ANSWER:[ \t]*(.*?)[ \t]*$", re.MULTILINE)
 ANNOUNCE = re.compile(r"fixture server on (http://\S+?)/? and")
 COLUMNS = ("question", "result", "tool calls", "tokens", "time", "answer")
 PROG = "computer-use eval"
-DESCRIPTION = """\
+EVAL_DESCRIPTION = """\
 Ask a model the evaluation set's questions (ten read-only questions over the lab's fixture sites) through the
 host app's own agent loop, headless, and grade each answer exactly.
 
@@ -483,7 +483,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "eval",
         help="ask a model the ten evaluation questions through the app and grade the answers",
-        description=DESCRIPTION,
+        description=EVAL_DESCRIPTION,
     )
     add_arguments(parser)
     parser.set_defaults(func=run)
@@ -507,6 +507,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = CommandParser(prog=PROG, description=DESCRIPTION)
+    parser = CommandParser(prog=PROG, description=EVAL_DESCRIPTION)
     add_arguments(parser)
     return run(parser.parse_args(argv))
