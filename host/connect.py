@@ -59,7 +59,7 @@ MCP_TIMEOUT = 30.0
 MCP_READ_TIMEOUT = 300.0
 """Seconds an MCP response may take (the SDK's default read timeout: a response stream may stay open)."""
 
-INSTRUCTIONS = (
+GRANT_INSTRUCTIONS = (
     "Browser control limited to the Pages the user granted this client in the computer-use console. One tool, "
     "computer_use: list_pages, then observe a Page, act once per call with the latest frame_id, verify with an "
     "assertion. Without a grant every call is invalid_capability: ask the user to grant access in the console."
@@ -396,7 +396,7 @@ def build_bridge_server(bridge: Bridge, tools: list[Tool]) -> Server[Any]:
     async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
         return await bridge.call(client_name(ctx), params.name, dict(params.arguments or {}))
 
-    return Server("computer-use", instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server("computer-use", instructions=GRANT_INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 async def serve(config_dir: Path, bridge_class: type[Bridge] = Bridge) -> int:

@@ -61,7 +61,7 @@ QUESTION_TIMEOUT = 180.0
 FIXTURES_TIMEOUT = 30.0
 """Seconds the fixture server may take to announce its URL."""
 
-INSTRUCTIONS = (
+EVAL_INSTRUCTIONS = (
     "Answer from what the authorized Pages show. Only read: do not change anything on any Page. "
     "When you know the answer, end your reply with one last line `ANSWER: <answer>` in plain text (no formatting), "
     "with nothing after it."
@@ -189,7 +189,7 @@ def grade(given: str | None, expected: str) -> bool:
 
 
 def prompt(question: Question) -> str:
-    return f"{question.question}\n\n{INSTRUCTIONS}"
+    return f"{question.question}\n\n{EVAL_INSTRUCTIONS}"
 
 
 def read_tokens(transcript: Sequence[Entry]) -> int:
