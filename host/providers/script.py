@@ -61,7 +61,7 @@ UNCONFIGURED = (
 
 # `ref role "name"`, then what element_line may add: ` ="value"`, ` checked`/` unchecked`, ` disabled`; in an
 # act's changes, after `~ ` (changed) or `+ ` (added).
-ELEMENT = re.compile(
+ELEMENT_LINE = re.compile(
     r'^(?:[~+] )?(?P<ref>[\w-]*\d) (?P<role>\S+)(?: "(?P<name>(?:[^"\\]|\\.)*)")?'
     r'(?: =".*")?(?: (?:un)?checked)?(?: disabled)?$'
 )
@@ -202,7 +202,7 @@ def _has(text: str, needle: str) -> bool:
 
 def _elements(observation: str) -> Iterator[tuple[str, str, str]]:
     for line in observation.splitlines():
-        found = ELEMENT.match(line)
+        found = ELEMENT_LINE.match(line)
         if found:
             yield found["ref"], found["role"], found["name"] or ""
 
