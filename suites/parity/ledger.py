@@ -1191,6 +1191,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "no modules of runtime/ or backends/ import one another in a circle",
     ),
     _req(
+        "unit:unique-names",
+        "a-house-easy-to-live-in",
+        "no two top-level classes or constants of runtime/, host/ and backends/ share a name",
+    ),
+    _req(
         "unit:approvals",
         "needs-user",
         "an approval holds once, for the write, frame, session and host it was granted for, and expires",
