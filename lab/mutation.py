@@ -147,7 +147,7 @@ GROUPS: tuple[Group, ...] = (
     ),
     Group(
         "sessions",
-        ("runtime/sessions.py", "runtime/session.py"),
+        ("runtime/sessions.py", "runtime/computer_session.py"),
         (
             *_methods(
                 "runtime.sessions",
@@ -165,7 +165,7 @@ GROUPS: tuple[Group, ...] = (
                 "_on_registry_change",
                 "_end",
             ),
-            *_methods("runtime.session", "ComputerSession", "invalidate", "new_frame"),
+            *_methods("runtime.computer_session", "ComputerSession", "invalidate", "new_frame"),
         ),
         (
             "suites/unit/test_session_binding.py",

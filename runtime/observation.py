@@ -106,8 +106,8 @@ def render(
     A first read that does not fit names the largest regions on a `regions` line, so the model can read one of
     them (`within`) instead of paging through everything.
 
-    A frame's view (`runtime.session.View`) carries the frame's nonce, and its text is framed by the marker lines;
-    a bare backend Snapshot (a backend's own tests) renders without them."""
+    A frame's view (`runtime.computer_session.View`) carries the frame's nonce, and its text is framed by the marker
+    lines; a bare backend Snapshot (a backend's own tests) renders without them."""
     whole = scope or Scope()
     positions = whole.positions(snapshot, order)
     text = whole.text(snapshot, positions)

@@ -45,13 +45,13 @@ from typing import TYPE_CHECKING
 from runtime.backend import Backend, BackendConfig, BackendError, Failure
 from runtime.capability.authorization import require_authorized
 from runtime.cdp import CDPConnection, CDPError
+from runtime.computer_session import ComputerSession
 from runtime.endpoint import BrowserEndpoint
 from runtime.gateway import GatewayEvent, ScopedGateway
 from runtime.models import Page
 from runtime.probe import PageProbe
 from runtime.reasons import ReasonCode, Refusal
 from runtime.registry.registry import PageRegistry
-from runtime.session import ComputerSession
 
 if TYPE_CHECKING:
     from runtime.capability.host import PageContext

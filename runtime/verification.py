@@ -7,10 +7,10 @@ untrusted page data like the observation (the tool description says so); the mes
 
 from __future__ import annotations
 
+from runtime.computer_session import Frame
 from runtime.models import Assertion
 from runtime.models.assertion import compile_pattern
 from runtime.probe import PageProbe, ax_property
-from runtime.session import Frame
 from runtime.text import FAILURE_CHARS, quote
 
 

@@ -27,9 +27,9 @@ from lab.workspace import Bounds, LabPage, Workspace
 from runtime.app import Runtime
 from runtime.capability.host import ProviderRequest, Turn
 from runtime.client import HostedClient
+from runtime.computer_session import ComputerSession
 from runtime.mcp.server import ComputerUseServer, build_server
 from runtime.models import ComputerUseResult, Page, from_text
-from runtime.session import ComputerSession
 
 BACKENDS = ("playwright_mcp", "chrome_devtools_mcp", "open_claude_chrome")
 

@@ -34,6 +34,7 @@ from runtime.commands.base import Answer
 from runtime.commands.observe import Observe
 from runtime.commands.verify import Verify
 from runtime.commit import CommitTargets, aim
+from runtime.computer_session import ComputerSession, Frame
 from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.gateway.scope import TargetScope
@@ -45,7 +46,6 @@ from runtime.reasons import ReasonCode, Refusal
 from runtime.registry.registry import PageRegistry
 from runtime.scope import Scope
 from runtime.service import Parts
-from runtime.session import ComputerSession, Frame
 from runtime.sessions import BackendFactory, SessionManager
 
 

@@ -20,6 +20,7 @@ from runtime.capability.host import ContextStore, PageContext
 from runtime.commands.base import READ, SEND, Answer, Reach, call_approval
 from runtime.commands.observe import Observe
 from runtime.commit import CommitTargets, holds_focus, read_commit
+from runtime.computer_session import ComputerSession, Frame
 from runtime.failures import DIALOG_OPEN
 from runtime.models import Action
 from runtime.phases import mark
@@ -27,7 +28,6 @@ from runtime.pointer import Pointed, Rest, hovered, rest_on
 from runtime.policy import Handover, needs_user
 from runtime.probe import DialogOpen, FrameContext, PageProbe
 from runtime.reasons import ReasonCode
-from runtime.session import ComputerSession, Frame
 from runtime.sessions import Refusal
 
 log = logging.getLogger(__name__)

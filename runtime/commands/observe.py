@@ -13,13 +13,13 @@ from runtime.backend import BackendError, Failure, Region, Snapshot
 from runtime.capability.host import PageContext
 from runtime.cdp import CDPError
 from runtime.commands.base import OBSERVE, RESERVED, RESERVED_AFTER, Answer, Reach
+from runtime.computer_session import ComputerSession, Frame
 from runtime.observation import render, render_delta
 from runtime.phases import mark
 from runtime.probe import DialogOpen, TargetGone
 from runtime.reasons import ReasonCode
 from runtime.registry.registry import PageRegistry
 from runtime.scope import Scope, same_region, words_of
-from runtime.session import ComputerSession, Frame
 from runtime.sessions import Refusal
 from runtime.settings import Settings
 from runtime.viewport import DRAWN_JS, IN_VIEW_JS, in_view_first

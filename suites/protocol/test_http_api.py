@@ -31,10 +31,10 @@ from runtime.capability.host import ProviderRequest
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.client import HostedClient, HttpClient
 from runtime.commands.base import Outcome
+from runtime.computer_session import PREFIX_CHARS
 from runtime.http_api import HttpApi
 from runtime.mcp.http import BearerAuth, bounded_config, http_app
 from runtime.mcp.server import TOOL
-from runtime.session import PREFIX_CHARS
 from suites.harness import Desk, ref_of
 from suites.proofs import assert_no_runtime_calls
 from suites.reliability.conftest import CALL_LIMIT, within

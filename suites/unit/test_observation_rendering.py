@@ -14,9 +14,9 @@ import pytest
 
 from backends.chrome_devtools_mcp.adapter import parse_diagnostics
 from runtime.backend import Diagnostics, Element, Snapshot
+from runtime.computer_session import View
 from runtime.delta import Delta
 from runtime.observation import bare_url, diagnostic_lines, element_line, estimate, render, render_delta
-from runtime.session import View
 from runtime.text import clean, quote, well_formed
 
 pytestmark = pytest.mark.req("unit:rendering", "injection:escaped")
