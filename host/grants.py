@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from host.turns import ConsoleRefusal, clip
-from runtime.capability.host import Host, Turn
+from runtime.capability.contexts import Host, Turn
 from runtime.models import Page
 from runtime.registry.registry import PageRegistry, UnknownPage
 

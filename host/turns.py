@@ -43,7 +43,7 @@ from host.providers.base import (
     UserText,
 )
 from runtime.capability.approval import ApprovalRequest, Binding
-from runtime.capability.host import Host, ProviderRequest, Turn
+from runtime.capability.contexts import Host, ProviderRequest, Turn
 from runtime.client import HostedClient
 from runtime.mcp.server import TOOL
 from runtime.models import Action, ComputerUseResult, as_text, from_text

@@ -10,7 +10,7 @@ from importlib.metadata import entry_points
 
 import aiohttp
 
-from runtime.capability.host import ContextStore, Host
+from runtime.capability.contexts import ContextStore, Host
 from runtime.cdp import CDPConnection
 from runtime.endpoint import BrowserEndpoint, EndpointRefused
 from runtime.gateway import ScopedGateway

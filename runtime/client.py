@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from runtime.capability.approval import APPROVAL_KEY
-from runtime.capability.host import ProviderRequest
+from runtime.capability.contexts import ProviderRequest
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.http_api import CALL_HEADER, CONNECTION_HEADER, PATH, TOKEN_HEADER, connection_nonce
 from runtime.mcp.server import TOOL

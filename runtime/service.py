@@ -24,7 +24,7 @@ from typing import Any
 from runtime.arguments import ComputerUseArgs
 from runtime.capability.approval import APPROVAL_KEY
 from runtime.capability.authorization import authorized_page
-from runtime.capability.host import ContextStore, PageContext
+from runtime.capability.contexts import ContextStore, PageContext
 from runtime.capability.token import CapabilityError
 from runtime.capability.verifier import CapabilityVerifier, StaleContext
 from runtime.cdp import CDPConnection

@@ -54,7 +54,7 @@ from runtime.reasons import ReasonCode, Refusal
 from runtime.registry.registry import PageRegistry
 
 if TYPE_CHECKING:
-    from runtime.capability.host import PageContext
+    from runtime.capability.contexts import PageContext
     from runtime.settings import Settings
 
 log = logging.getLogger(__name__)

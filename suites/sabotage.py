@@ -27,7 +27,7 @@ from backends.open_claude_chrome.refs import Identity, Mode
 from backends.playwright_mcp.adapter import PlaywrightMCPBackend
 from runtime.arguments import ComputerUseArgs
 from runtime.backend import BackendError, Element, Failure
-from runtime.capability.host import ContextStore, PageContext
+from runtime.capability.contexts import ContextStore, PageContext
 from runtime.capability.verifier import CapabilityVerifier
 from runtime.commands.act import Act
 from runtime.commands.base import Answer

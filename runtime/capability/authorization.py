@@ -9,7 +9,7 @@ decision.
 
 from __future__ import annotations
 
-from runtime.capability.host import PageContext
+from runtime.capability.contexts import PageContext
 from runtime.failures import GONE
 from runtime.models.page import RELATIONS, Page
 from runtime.reasons import ReasonCode, Refusal

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
-from runtime.capability.host import ContextStore, PageContext
+from runtime.capability.contexts import ContextStore, PageContext
 from runtime.capability.token import CapabilityError, Claims, open_token
 from runtime.registry.registry import PageRegistry, UnknownPage
 

@@ -16,7 +16,7 @@ from typing import TypeVar
 from runtime.arguments import ComputerUseArgs
 from runtime.backend import Backend, BackendError, Element, Failure
 from runtime.capability.approval import Binding
-from runtime.capability.host import ContextStore, PageContext
+from runtime.capability.contexts import ContextStore, PageContext
 from runtime.commands.base import READ, SEND, Answer, Reach, call_approval
 from runtime.commands.observe import Observe
 from runtime.commit import CommitTargets, holds_focus, read_commit

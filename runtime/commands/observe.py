@@ -10,7 +10,7 @@ import dataclasses
 
 from runtime.arguments import ComputerUseArgs
 from runtime.backend import BackendError, Failure, Region, Snapshot
-from runtime.capability.host import PageContext
+from runtime.capability.contexts import PageContext
 from runtime.cdp import CDPError
 from runtime.commands.base import OBSERVE, RESERVED, RESERVED_AFTER, Answer, Reach
 from runtime.computer_session import ComputerSession, Frame

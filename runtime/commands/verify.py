@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from runtime.arguments import ComputerUseArgs
-from runtime.capability.host import PageContext
+from runtime.capability.contexts import PageContext
 from runtime.commands.base import VERIFY, Answer, Reach
 from runtime.computer_session import ComputerSession
 from runtime.models import Assertion

@@ -30,7 +30,7 @@ from lab.tap import CDPTap
 from lab.tokens import measure
 from lab.workspace import LabPage, Workspace
 from runtime.app import Runtime
-from runtime.capability.host import ProviderRequest
+from runtime.capability.contexts import ProviderRequest
 from runtime.client import HostedClient
 from runtime.gateway import ScopedGateway
 from runtime.service import Settings

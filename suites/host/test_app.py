@@ -28,7 +28,7 @@ from lab.cdp import CDPClient
 from lab.processes import command_line, processes
 from lab.tap import CDPTap
 from runtime.app import installed_backends
-from runtime.capability.host import ProviderRequest
+from runtime.capability.contexts import ProviderRequest
 from runtime.capability.token import CapabilityError, open_token
 from runtime.client import HostedClient
 from runtime.models import ComputerUseResult, from_text

@@ -29,7 +29,7 @@ from lab.cdp import CDPClient, CDPError
 from lab.tap import CDPTap, Record
 from lab.workspace import Workspace
 from runtime.app import Runtime
-from runtime.capability.host import ProviderRequest
+from runtime.capability.contexts import ProviderRequest
 from runtime.client import HostedClient
 from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult, from_text

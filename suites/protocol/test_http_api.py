@@ -27,7 +27,7 @@ import uvicorn
 
 from lab.tap import CDPTap
 from runtime.app import Runtime
-from runtime.capability.host import ProviderRequest
+from runtime.capability.contexts import ProviderRequest
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.client import HostedClient, HttpClient
 from runtime.commands.base import Outcome

@@ -18,7 +18,7 @@ import pytest
 
 from lab.tap import CDPTap
 from runtime.app import Runtime
-from runtime.capability.host import ContextStore, ProviderRequest
+from runtime.capability.contexts import ContextStore, ProviderRequest
 from runtime.client import HostedClient
 from runtime.models import ComputerUseResult
 from runtime.settings import Settings

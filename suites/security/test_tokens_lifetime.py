@@ -35,7 +35,7 @@ from lab.tap import CDPTap
 from lab.workspace import Workspace
 from runtime.app import Runtime
 from runtime.arguments import ComputerUseArgs
-from runtime.capability.host import ContextStore, Host, PageContext
+from runtime.capability.contexts import ContextStore, Host, PageContext
 from runtime.capability.token import Claims
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier, ExpiringSet
 from runtime.client import HostedClient

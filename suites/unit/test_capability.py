@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from runtime.capability.approval import Binding
-from runtime.capability.host import ContextStore, Host, ProviderRequest
+from runtime.capability.contexts import ContextStore, Host, ProviderRequest
 from runtime.capability.token import TOKEN_LIFETIME, CapabilityError, Claims, new_secret, open_token, sign
 from runtime.capability.verifier import (
     CALL_KEY,

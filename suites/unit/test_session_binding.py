@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from runtime.backend import BackendConfig, Element, Snapshot
-from runtime.capability.host import PageContext
+from runtime.capability.contexts import PageContext
 from runtime.models import Page
 from runtime.reasons import ReasonCode
 from runtime.registry.registry import PageRegistry
