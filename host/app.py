@@ -34,7 +34,7 @@ from host.server import DEMO_TITLE, ConsoleServer, DemoServer, EventLog
 from host.settings import BACKENDS, HostSettings, InvalidSetting, SettingsStore, default_config_dir, validate
 from host.turns import ConsoleRefusal, Conversation, clip
 from host.windows import SIDES, Rect, Side, WindowManager
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.browser import PrivateChromium
 from runtime.cdp import CDPError
 from runtime.client import HostedClient

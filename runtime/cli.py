@@ -38,7 +38,7 @@ from importlib.metadata import entry_points, version
 from pathlib import Path
 from typing import Any, NoReturn
 
-from runtime.app import Runtime, installed_backends
+from runtime.assembly import Runtime, installed_backends
 from runtime.browser import CHROMIUM_ENV, PrivateChromium
 from runtime.endpoint import HEADERS_ENV, BrowserEndpoint, HeaderError, headers_from
 from runtime.mcp.http import TOKEN_ENV, ExposureRefused, check_exposure, read_token, serve_http

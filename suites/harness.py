@@ -24,7 +24,7 @@ from mcp import Client
 
 from fixtures_sites.server import FixtureServer
 from lab.workspace import Bounds, LabPage, Workspace
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.capability.contexts import ProviderRequest, Turn
 from runtime.client import HostedClient
 from runtime.computer_session import ComputerSession

@@ -29,7 +29,7 @@ from fixtures_sites.server import FixtureServer, RequestWaiter
 from lab.tap import CDPTap
 from lab.tokens import measure
 from lab.workspace import LabPage, Workspace
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.capability.contexts import ProviderRequest
 from runtime.client import HostedClient
 from runtime.gateway import ScopedGateway

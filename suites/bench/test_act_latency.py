@@ -39,7 +39,7 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.browser import Chromium, launch
 from lab.workspace import Workspace
-from runtime.app import Runtime, default_backends
+from runtime.assembly import Runtime, default_backends
 from runtime.backend import Backend, BackendConfig
 from runtime.client import HostedClient
 from runtime.gateway import ScopedGateway

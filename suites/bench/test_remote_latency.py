@@ -28,7 +28,7 @@ from lab.browser import launch
 from lab.cdp import CDPClient
 from lab.netns import unavailable
 from lab.workspace import Workspace
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.client import HostedClient
 from runtime.endpoint import BrowserEndpoint
 from runtime.models import ComputerUseResult

@@ -25,7 +25,7 @@ from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.tokens import count_text
 from lab.workspace import Workspace
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.client import HostedClient
 from runtime.service import Settings
 from suites.harness import BACKENDS, ELEMENT_LINE, ELEMENTS_HEADER, Agent, Desk, Seen, client_in_task

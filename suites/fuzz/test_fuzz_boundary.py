@@ -38,7 +38,7 @@ from mcp.types import CallToolRequest, CallToolRequestParams, CallToolResult, Te
 
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.capability.contexts import ProviderRequest
 from runtime.capability.token import new_secret, open_token, sign
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY

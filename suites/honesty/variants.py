@@ -19,8 +19,8 @@ from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
-from runtime.app import Runtime
 from runtime.arguments import ComputerUseArgs
+from runtime.assembly import Runtime
 from runtime.backend import Element
 from runtime.commands.base import Answer
 from runtime.mcp.server import ComputerUseServer

@@ -27,7 +27,7 @@ from host.turns import Conversation
 from lab.cdp import CDPClient
 from lab.processes import command_line, processes
 from lab.tap import CDPTap
-from runtime.app import installed_backends
+from runtime.assembly import installed_backends
 from runtime.capability.contexts import ProviderRequest
 from runtime.capability.token import CapabilityError, open_token
 from runtime.client import HostedClient

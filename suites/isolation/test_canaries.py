@@ -28,7 +28,7 @@ import pytest
 from lab.cdp import CDPClient, CDPError
 from lab.tap import CDPTap, Record
 from lab.workspace import Workspace
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.capability.contexts import ProviderRequest
 from runtime.client import HostedClient
 from runtime.gateway import ScopedGateway

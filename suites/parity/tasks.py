@@ -27,7 +27,7 @@ from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.tokens import count_text
 from lab.workspace import Workspace
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.client import HostedClient
 from runtime.endpoint import BrowserEndpoint
 from runtime.models import ComputerUseResult, Page

@@ -26,7 +26,7 @@ import pytest
 import uvicorn
 
 from lab.tap import CDPTap
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.capability.contexts import ProviderRequest
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.client import HostedClient, HttpClient

@@ -27,7 +27,7 @@ from lab.cdp import CDPClient, CDPError
 from lab.processes import alive_in_group
 from lab.tap import CDPTap
 from lab.workspace import Bounds, Workspace
-from runtime.app import Runtime, default_backends
+from runtime.assembly import Runtime, default_backends
 from runtime.backend import Backend, BackendConfig
 from runtime.client import HostedClient
 from runtime.models import ComputerUseResult, Page

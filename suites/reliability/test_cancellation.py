@@ -37,7 +37,7 @@ from mcp.client import Transport
 from mcp.server.stdio import stdio_server
 
 from fixtures_sites.server import FixtureServer, Stall
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.client import HostedClient
 from runtime.mcp.http import http_app
 from runtime.models import ComputerUseResult

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.backend import BackendError, Failure, Snapshot
 from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult

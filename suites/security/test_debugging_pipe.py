@@ -36,7 +36,7 @@ import pytest
 
 from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPError
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.browser import PrivateChromium
 from runtime.cdp import CDPConnection
 from runtime.client import HostedClient

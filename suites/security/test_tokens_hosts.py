@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from lab.tap import CDPTap
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.capability.contexts import ContextStore, ProviderRequest
 from runtime.client import HostedClient
 from runtime.models import ComputerUseResult

@@ -33,8 +33,8 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.workspace import Workspace
-from runtime.app import Runtime
 from runtime.arguments import ComputerUseArgs
+from runtime.assembly import Runtime
 from runtime.capability.contexts import ContextStore, Host, PageContext
 from runtime.capability.token import Claims
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier, ExpiringSet

@@ -37,7 +37,7 @@ from mcp.server.context import ServerRequestContext
 import runtime.mcp.server as mcp_server
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.capability.token import Claims
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier
 from runtime.client import HostedClient
