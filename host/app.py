@@ -43,7 +43,7 @@ from runtime.loopback import unix_peer_uid
 from runtime.mcp.http import ASGIApp, bounded_config, http_app
 from runtime.models import Page
 from runtime.observation import OBSERVATION_TOKENS
-from runtime.registry.registry import origin
+from runtime.registry.pages import origin
 from runtime.service import Settings
 from runtime.startup import StartupFailure, port_failure
 

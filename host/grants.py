@@ -29,7 +29,7 @@ from typing import Any
 from host.turns import ConsoleRefusal, clip
 from runtime.capability.contexts import Host, Turn
 from runtime.models import Page
-from runtime.registry.registry import PageRegistry, UnknownPage
+from runtime.registry.pages import PageRegistry, UnknownPage
 
 BOUNDS = ("revoke", "time", "page")
 """until revoked, for a time limit, until a granted Page changes."""

@@ -47,7 +47,7 @@ from runtime.capability.contexts import Host, ProviderRequest, Turn
 from runtime.client import HostedClient
 from runtime.mcp.server import TOOL
 from runtime.models import Action, ComputerUseResult, as_text, from_text
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from runtime.gateway import ScopedGateway
 from runtime.mcp.server import ComputerUseServer, build_server
 from runtime.models import Page
 from runtime.probe import read_preview
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 from runtime.service import BackendFactory, ComputerUseService, Parts, Settings
 from runtime.sessions import GatewayFactory
 from runtime.startup import BrowserUnreachable

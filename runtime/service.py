@@ -48,7 +48,7 @@ from runtime.models import ComputerUseResult
 from runtime.phases import call_marks, durations, mark
 from runtime.pointer import hovered, rest_on
 from runtime.reasons import ReasonCode, Refusal
-from runtime.registry.registry import PageRegistry, UnknownPage, origin
+from runtime.registry.pages import PageRegistry, UnknownPage, origin
 from runtime.sessions import BackendFactory, GatewayFactory, SessionManager
 from runtime.settings import Settings
 

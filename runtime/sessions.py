@@ -51,7 +51,7 @@ from runtime.gateway import GatewayEvent, ScopedGateway
 from runtime.models import Page
 from runtime.probe import PageProbe
 from runtime.reasons import ReasonCode, Refusal
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 
 if TYPE_CHECKING:
     from runtime.capability.contexts import PageContext

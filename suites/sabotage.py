@@ -43,7 +43,7 @@ from runtime.models import Action, Page
 from runtime.pointer import Pointed, Rest, rest_on
 from runtime.probe import FrameContext, PageProbe
 from runtime.reasons import ReasonCode, Refusal
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 from runtime.scope import Scope
 from runtime.service import Parts
 from runtime.sessions import BackendFactory, SessionManager

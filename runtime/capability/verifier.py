@@ -16,7 +16,7 @@ from typing import Any
 
 from runtime.capability.contexts import ContextStore, PageContext
 from runtime.capability.token import CapabilityError, Claims, open_token
-from runtime.registry.registry import PageRegistry, UnknownPage
+from runtime.registry.pages import PageRegistry, UnknownPage
 
 TOKEN_KEY = "page_context_token"
 CALL_KEY = "tool_call_id"

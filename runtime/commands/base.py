@@ -19,7 +19,7 @@ from runtime.failures import DIALOG_OPEN, GONE, reason_for
 from runtime.models import ComputerUseResult, Page, PageInfo
 from runtime.probe import DialogOpen, TargetGone
 from runtime.reasons import ReasonCode
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 from runtime.sessions import Refusal, SessionManager
 from runtime.settings import Settings
 

@@ -18,7 +18,7 @@ from runtime.observation import render, render_delta
 from runtime.phases import mark
 from runtime.probe import DialogOpen, TargetGone
 from runtime.reasons import ReasonCode
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 from runtime.scope import Scope, same_region, words_of
 from runtime.sessions import Refusal
 from runtime.settings import Settings

@@ -22,7 +22,7 @@ from lab.tap.sessions import BROWSER
 from runtime.capability.contexts import ProviderRequest
 from runtime.computer_session import ComputerSession
 from runtime.models import ComputerUseResult
-from runtime.registry.registry import WriteLease
+from runtime.registry.pages import WriteLease
 from suites.harness import Agent, Desk, other_backend, ref_of, second_agent
 
 WAIT = 20.0

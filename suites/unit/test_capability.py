@@ -31,7 +31,7 @@ from runtime.capability.verifier import (
     StaleContext,
 )
 from runtime.models import Page
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 from suites.harness import Clock
 
 pytestmark = pytest.mark.req("unit:capability-token")

@@ -18,7 +18,7 @@ from runtime.backend import BackendConfig, Element, Snapshot
 from runtime.capability.contexts import PageContext
 from runtime.models import Page
 from runtime.reasons import ReasonCode
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 from runtime.sessions import (
     EARLIER_TURN,
     ENDED,
