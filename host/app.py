@@ -37,15 +37,15 @@ from host.windows import SIDES, Rect, Side, WindowManager
 from runtime.assembly import Runtime
 from runtime.browser import PrivateChromium
 from runtime.cdp import CDPError
-from runtime.client import HostedClient
 from runtime.listeners import BACKLOG, BoundedH11Protocol, ensure_descriptors
 from runtime.loopback import unix_peer_uid
-from runtime.mcp.http import ASGIApp, bounded_config, http_app
 from runtime.models import Page
 from runtime.observation import OBSERVATION_TOKENS
 from runtime.registry.pages import origin
 from runtime.service import Settings
 from runtime.startup import StartupFailure, port_failure
+from runtime.transports.client import HostedClient
+from runtime.transports.mcp.http import ASGIApp, bounded_config, http_app
 
 log = logging.getLogger(__name__)
 

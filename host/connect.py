@@ -45,10 +45,10 @@ from host.settings import default_config_dir
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.cli import CommandParser
 from runtime.loopback import unix_peer_uid
-from runtime.mcp.server import TOOL, build_server
-from runtime.mcp.stdio import stdio_server
 from runtime.models import ComputerUseResult, as_text
 from runtime.reasons import ReasonCode
+from runtime.transports.mcp.server import TOOL, build_server
+from runtime.transports.mcp.stdio import stdio_server
 
 log = logging.getLogger(__name__)
 

@@ -44,10 +44,10 @@ from host.providers.base import (
 )
 from runtime.capability.approval import ApprovalRequest, Binding
 from runtime.capability.contexts import Host, ProviderRequest, Turn
-from runtime.client import HostedClient
-from runtime.mcp.server import TOOL
 from runtime.models import Action, ComputerUseResult, as_text, from_text
 from runtime.registry.pages import PageRegistry
+from runtime.transports.client import HostedClient
+from runtime.transports.mcp.server import TOOL
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
-"""The service core: one set of rules behind every adapter (the MCP server, `runtime/mcp/server.py`, and the plain
-HTTP API, `runtime/http_api.py`, both through `runtime/adapter.py`).
+"""The service core: one set of rules behind every adapter (the MCP server, `runtime/transports/mcp/server.py`, and the
+plain HTTP API, `runtime/transports/http_api.py`, both through `runtime/transports/adapter.py`).
 
 Every call goes: arguments (validated by the adapter) → capability (before any backend call) → the Page it names,
 authorized (`runtime/capability/authorization.py`), and its session with its binding checks (the session manager,

@@ -26,10 +26,10 @@ from fixtures_sites.server import FixtureServer
 from lab.workspace import Bounds, LabPage, Workspace
 from runtime.assembly import Runtime
 from runtime.capability.contexts import ProviderRequest, Turn
-from runtime.client import HostedClient
 from runtime.computer_session import ComputerSession
-from runtime.mcp.server import ComputerUseServer, build_server
 from runtime.models import ComputerUseResult, Page, from_text
+from runtime.transports.client import HostedClient
+from runtime.transports.mcp.server import ComputerUseServer, build_server
 
 BACKENDS = ("playwright_mcp", "chrome_devtools_mcp", "open_claude_chrome")
 

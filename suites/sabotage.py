@@ -38,7 +38,6 @@ from runtime.computer_session import ComputerSession, Frame
 from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.gateway.scope import TargetScope
-from runtime.mcp.server import ComputerUseServer
 from runtime.models import Action, Page
 from runtime.pointer import Pointed, Rest, rest_on
 from runtime.probe import FrameContext, PageProbe
@@ -47,6 +46,7 @@ from runtime.registry.pages import PageRegistry
 from runtime.scope import Scope
 from runtime.service import Parts
 from runtime.sessions import BackendFactory, SessionManager
+from runtime.transports.mcp.server import ComputerUseServer
 
 
 class TrustingVerifier(CapabilityVerifier):

@@ -31,9 +31,9 @@ from lab.tokens import measure
 from lab.workspace import LabPage, Workspace
 from runtime.assembly import Runtime
 from runtime.capability.contexts import ProviderRequest
-from runtime.client import HostedClient
 from runtime.gateway import ScopedGateway
 from runtime.service import Settings
+from runtime.transports.client import HostedClient
 from suites.bench.tasks import (
     DEVTOOLS,
     OURS,

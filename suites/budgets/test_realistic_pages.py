@@ -26,8 +26,8 @@ from lab.tap import CDPTap
 from lab.tokens import count_text
 from lab.workspace import Workspace
 from runtime.assembly import Runtime
-from runtime.client import HostedClient
 from runtime.service import Settings
+from runtime.transports.client import HostedClient
 from suites.harness import BACKENDS, ELEMENT_LINE, ELEMENTS_HEADER, Agent, Desk, Seen, client_in_task
 from suites.proofs import record_cost
 

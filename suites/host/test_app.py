@@ -30,8 +30,8 @@ from lab.tap import CDPTap
 from runtime.assembly import installed_backends
 from runtime.capability.contexts import ProviderRequest
 from runtime.capability.token import CapabilityError, open_token
-from runtime.client import HostedClient
 from runtime.models import ComputerUseResult, from_text
+from runtime.transports.client import HostedClient
 from suites.host.conftest import Console, StartApp, call, turn_ended, until_event, write_task
 from suites.host.wire import API_KEY, Call, Failure, Hang, Reply, StandIn, images
 from suites.proofs import assert_untouched

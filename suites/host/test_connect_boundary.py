@@ -31,7 +31,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from fixtures_sites.server import FixtureServer
 from host.app import HostApp
 from host.pairing import mcp_socket_path, socket_path
-from runtime.mcp.http import ASGIApp, Receive, Scope, Send
+from runtime.transports.mcp.http import ASGIApp, Receive, Scope, Send
 from suites.host.conftest import StartApp
 from suites.host.test_connect import ROOT, asking, grant, leaf_exceptions, open_fixture, result_of
 

@@ -37,19 +37,19 @@ from mcp.server.stdio import stdio_server
 from mcp_types.version import OLDEST_SUPPORTED_VERSION
 from pydantic import Field
 
-import runtime.adapter as adapter_module
-import runtime.mcp.server as server_module
+import runtime.transports.adapter as adapter_module
+import runtime.transports.mcp.server as server_module
 import runtime.verification as verification
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from runtime.arguments import ComputerUseArgs
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
-from runtime.client import HostedClient
-from runtime.mcp.server import build_server
 from runtime.models import Assertion, ComputerUseResult
 from runtime.models.action import MAX_KEY, MAX_NAVIGATE_URL, MAX_SHORT, MAX_TEXT, MAX_VALUE, MAX_VALUES
 from runtime.models.assertion import MAX_ASSERTED_TEXT, MAX_DEPTH, MAX_NAME, MAX_OF, MAX_PATTERN
 from runtime.scope import QUERY_CHARS
+from runtime.transports.client import HostedClient
+from runtime.transports.mcp.server import build_server
 from suites.harness import Agent, Desk, client_in_task, ref_of
 from suites.proofs import assert_no_runtime_calls, assert_no_writes
 from suites.reliability.conftest import CALL_LIMIT, within

@@ -19,9 +19,9 @@ import pytest
 from lab.tap import CDPTap
 from runtime.assembly import Runtime
 from runtime.capability.contexts import ContextStore, ProviderRequest
-from runtime.client import HostedClient
 from runtime.models import ComputerUseResult
 from runtime.settings import Settings
+from runtime.transports.client import HostedClient
 from suites.harness import Agent, Desk, client_in_task, ref_of
 
 

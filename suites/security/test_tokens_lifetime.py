@@ -38,10 +38,10 @@ from runtime.assembly import Runtime
 from runtime.capability.contexts import ContextStore, Host, PageContext
 from runtime.capability.token import Claims
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier, ExpiringSet
-from runtime.client import HostedClient
-from runtime.mcp.server import TOOL
 from runtime.models import ComputerUseResult
 from runtime.settings import Settings
+from runtime.transports.client import HostedClient
+from runtime.transports.mcp.server import TOOL
 from suites.harness import Agent, Clock, Desk, client_in_task, ref_of
 from suites.proofs import assert_no_runtime_calls, assert_no_writes
 

@@ -32,7 +32,7 @@ from mcp.shared.exceptions import MCPError
 
 from lab.tap import CDPTap
 from runtime.assembly import Runtime
-from runtime.mcp.http import TOKEN_ENV, BearerAuth
+from runtime.transports.mcp.http import TOKEN_ENV, BearerAuth
 from suites.protocol.test_protocol import until_serving
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,9 +1,9 @@
 """`POST /v1/computer_use`: the plain HTTP API, on the same port as the MCP app and thin over the same service.
 
 The body is `computer_use`'s arguments as a JSON object; the answer is the same result envelope the MCP tool returns
-as structuredContent (`runtime.adapter.envelope`), with status 200 whenever the call reached the tool (the envelope's
-`status` says ok, failed or needs_user, as MCP's `isError` does). The capability travels in headers, outside the
-arguments, as it travels in `_meta` over MCP:
+as structuredContent (`runtime.transports.adapter.envelope`), with status 200 whenever the call reached the tool (the
+envelope's `status` says ok, failed or needs_user, as MCP's `isError` does). The capability travels in headers,
+outside the arguments, as it travels in `_meta` over MCP:
 
 - `Computer-Use-Token`: the host's one-time token for this call (`TOKEN_KEY` over MCP);
 - `Computer-Use-Tool-Call`: the tool call id it was minted for (`CALL_KEY`);
@@ -23,7 +23,7 @@ cross-origin POST (and with its CORS preflight), so a request carrying `Origin` 
 read; `Content-Type` must be `application/json` (415), which no HTML form can send and no script can without a
 preflight; the body is capped at `MAX_REQUEST_BYTES` (413); only POST is served (405). Bound to a loopback name, the
 `Host` header must name loopback too (421), as the SDK checks for /mcp (a DNS-rebinding defence). A bearer token, when
-configured, applies here too (`runtime.mcp.http.BearerAuth` wraps both). No answer ever carries a traceback.
+configured, applies here too (`runtime.transports.mcp.http.BearerAuth` wraps both). No answer ever carries a traceback.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from runtime.adapter import envelope, invalid, serve
 from runtime.capability.verifier import CALL_KEY, HTTP_NONCE_PREFIX, TOKEN_KEY, NamedConnection, NoConnection
 from runtime.commands.base import Outcome
 from runtime.service import ComputerUseService
+from runtime.transports.adapter import envelope, invalid, serve
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,8 @@ class HttpApi:
         return data
 
     async def _call(self, arguments: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> Outcome:
-        """What the MCP tool does with a call (`runtime.adapter.serve`), the capability taken from the headers."""
+        """What the MCP tool does with a call (`runtime.transports.adapter.serve`), the capability taken from the
+        headers."""
         connection_id = _one(headers, CONNECTION_HEADER)
         connection: object = NoConnection(
             f"no connection to bind the token to: send {CONNECTION_HEADER} (16-128 of A-Z a-z 0-9 _ -), the id "
