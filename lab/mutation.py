@@ -131,11 +131,11 @@ GROUPS: tuple[Group, ...] = (
     ),
     Group(
         "reads",
-        ("runtime/commit.py", "runtime/probe.py"),
+        ("runtime/reading/commit.py", "runtime/reading/probe.py"),
         (
-            "runtime.commit.*",
-            *_methods("runtime.probe", "PageProbe", "structure", "ax_nodes", "query_ax", "is_visible"),
-            *_functions("runtime.probe", "_role", "ax_property"),
+            "runtime.reading.commit.*",
+            *_methods("runtime.reading.probe", "PageProbe", "structure", "ax_nodes", "query_ax", "is_visible"),
+            *_functions("runtime.reading.probe", "_role", "ax_property"),
         ),
         (
             "suites/unit/test_commit_reads.py",

@@ -15,7 +15,7 @@ from runtime.cdp import CDPConnection
 from runtime.endpoint import BrowserEndpoint, EndpointRefused
 from runtime.gateway import ScopedGateway
 from runtime.models import Page
-from runtime.probe import read_preview
+from runtime.reading.probe import read_preview
 from runtime.registry.pages import PageRegistry
 from runtime.service import BackendFactory, ComputerUseService, Parts, Settings
 from runtime.sessions import GatewayFactory

@@ -6,7 +6,7 @@ brackets around it cost one more o200k token per element (`[b`, `ft`, `61`, `]` 
 text can never start a line anyway. A continuation (`offset`) repeats neither url nor title: the frame's first read
 gave them. One observation is capped (`Settings.observation_tokens`, about 2,000 tokens, estimated by `estimate`):
 what does not fit stays reachable, `next_offset` continues the same frame's element list, in the frame's order (the
-elements in the viewport first when they do not all fit: `runtime/viewport.py`).
+elements in the viewport first when they do not all fit: `runtime/reading/viewport.py`).
 
 Untrusted content: every string a page controls goes through `runtime/text.py` (`clean`, `quote`) before an
 agent reads it.

@@ -5,7 +5,7 @@ button while hovered (CSS `:hover`), a button renames itself on `pointerover`. R
 judge what was there before and the press would land on what the move revealed. So the runtime moves the pointer
 itself first, through its own CDP session on the bound target (`Input.dispatchMouseEvent`, `mouseMoved` only: no
 press, no focus call, nothing on another Page), lets the Page answer for a rendering frame, and only then reads
-what a click would commit (runtime/commit.py). The backend's own move to the same point then changes nothing.
+what a click would commit (runtime/reading/commit.py). The backend's own move to the same point then changes nothing.
 
 The press point of a ref is computed the way the backends press: the live element (the frame's role and name, in
 the top document) scrolled into view if it is not, then the centre of its first content quad. Once the pointer is
@@ -23,10 +23,10 @@ from typing import Any
 
 from runtime.backend import Element
 from runtime.cdp import CDPError
-from runtime.commit import AT_POINT, aim, live
 from runtime.models import Action
 from runtime.phases import mark
-from runtime.probe import FrameContext, PageProbe
+from runtime.reading.commit import AT_POINT, aim, live
+from runtime.reading.probe import FrameContext, PageProbe
 
 POINTER_ANSWER_JS = """new Promise(done => {
   const settle = () => Promise.all(document.getAnimations()

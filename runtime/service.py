@@ -40,13 +40,13 @@ from runtime.commands.base import (
 )
 from runtime.commands.observe import Observe
 from runtime.commands.verify import Verify
-from runtime.commit import holds_focus
 from runtime.computer_session import ComputerSession
 from runtime.endpoint import BrowserEndpoint
 from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult
 from runtime.phases import call_marks, durations, mark
 from runtime.pointer import hovered, rest_on
+from runtime.reading.commit import holds_focus
 from runtime.reasons import ReasonCode, Refusal
 from runtime.registry.pages import PageRegistry, UnknownPage, origin
 from runtime.sessions import BackendFactory, GatewayFactory, SessionManager

@@ -49,7 +49,7 @@ from runtime.computer_session import ComputerSession
 from runtime.endpoint import BrowserEndpoint
 from runtime.gateway import GatewayEvent, ScopedGateway
 from runtime.models import Page
-from runtime.probe import PageProbe
+from runtime.reading.probe import PageProbe
 from runtime.reasons import ReasonCode, Refusal
 from runtime.registry.pages import PageRegistry
 

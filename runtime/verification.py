@@ -10,7 +10,7 @@ from __future__ import annotations
 from runtime.computer_session import Frame
 from runtime.models import Assertion
 from runtime.models.assertion import compile_pattern
-from runtime.probe import PageProbe, ax_property
+from runtime.reading.probe import PageProbe, ax_property
 from runtime.text import FAILURE_CHARS, quote
 
 

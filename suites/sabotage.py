@@ -33,14 +33,14 @@ from runtime.commands.act import Act
 from runtime.commands.base import Answer
 from runtime.commands.observe import Observe
 from runtime.commands.verify import Verify
-from runtime.commit import CommitTargets, aim
 from runtime.computer_session import ComputerSession, Frame
 from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.gateway.scope import TargetScope
 from runtime.models import Action, Page
 from runtime.pointer import Pointed, Rest, rest_on
-from runtime.probe import FrameContext, PageProbe
+from runtime.reading.commit import CommitTargets, aim
+from runtime.reading.probe import FrameContext, PageProbe
 from runtime.reasons import ReasonCode, Refusal
 from runtime.registry.pages import PageRegistry
 from runtime.scope import Scope

@@ -19,14 +19,14 @@ from runtime.capability.approval import Binding
 from runtime.capability.contexts import ContextStore, PageContext
 from runtime.commands.base import READ, SEND, Answer, Reach, call_approval
 from runtime.commands.observe import Observe
-from runtime.commit import CommitTargets, holds_focus, read_commit
 from runtime.computer_session import ComputerSession, Frame
 from runtime.failures import DIALOG_OPEN
 from runtime.models import Action
 from runtime.phases import mark
 from runtime.pointer import Pointed, Rest, hovered, rest_on
 from runtime.policy import Handover, needs_user
-from runtime.probe import DialogOpen, FrameContext, PageProbe
+from runtime.reading.commit import CommitTargets, holds_focus, read_commit
+from runtime.reading.probe import DialogOpen, FrameContext, PageProbe
 from runtime.reasons import ReasonCode
 from runtime.sessions import Refusal
 
@@ -40,7 +40,7 @@ Pointer = Callable[[PageProbe, list[FrameContext], Action, Element | None], Awai
 Hovered = Callable[[PageProbe], Awaitable[None]]
 """Waits until the Page has answered a hover (`runtime.pointer.hovered`)."""
 FocusCheck = Callable[[PageProbe, CommitTargets], Awaitable[bool]]
-"""Whether Enter, pressed now, goes to an element the policy read found (`runtime.commit.holds_focus`)."""
+"""Whether Enter, pressed now, goes to an element the policy read found (`runtime.reading.commit.holds_focus`)."""
 
 ENTER = Action(type="press", key="Enter")
 TYPED = "the text was typed, but Enter was not pressed"

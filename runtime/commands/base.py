@@ -17,7 +17,7 @@ from runtime.cdp import CDPError
 from runtime.computer_session import ComputerSession
 from runtime.failures import DIALOG_OPEN, GONE, reason_for
 from runtime.models import ComputerUseResult, Page, PageInfo
-from runtime.probe import DialogOpen, TargetGone
+from runtime.reading.probe import DialogOpen, TargetGone
 from runtime.reasons import ReasonCode
 from runtime.registry.pages import PageRegistry
 from runtime.sessions import Refusal, SessionManager

@@ -1,5 +1,5 @@
-"""What a write goes through and what it commits (runtime/commit.py), and the probe's structure reads
-(runtime/probe.py), against Chromium's own answers replayed.
+"""What a write goes through and what it commits (runtime/reading/commit.py), and the probe's structure reads
+(runtime/reading/probe.py), against Chromium's own answers replayed.
 
 The reads talk CDP, so a live Page is the only place they run for real; this file replays what Chromium answered
 (recorded once from a live run of these very reads on a form page: a submit button with a `pointerdown` listener, a
@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 
-from runtime import commit, probe
 from runtime.backend import Element
 from runtime.cdp import CDPError
-from runtime.commit import (
+from runtime.models import Action
+from runtime.reading import commit, probe
+from runtime.reading.commit import (
     CommitTargets,
     FormRead,
     Target,
@@ -33,8 +34,7 @@ from runtime.commit import (
     mode_of,
     read_commit,
 )
-from runtime.models import Action
-from runtime.probe import FrameContext, PageProbe, Structure, _role, ax_property
+from runtime.reading.probe import FrameContext, PageProbe, Structure, _role, ax_property
 
 pytestmark = pytest.mark.req("unit:policy-rules")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from runtime import policy
-from runtime.commit import CommitTargets, FormRead, Target, mode_of
 from runtime.models import Action
 from runtime.policy import PAYMENT, PRESSED, SIGN_IN, Handover, navigation, needs_user
-from runtime.probe import FrameContext, Structure
+from runtime.reading.commit import CommitTargets, FormRead, Target, mode_of
+from runtime.reading.probe import FrameContext, Structure
 
 pytestmark = pytest.mark.req("unit:policy-rules")
 

@@ -88,7 +88,7 @@ def test_the_name_check_flags_a_shared_name_and_passes_sibling_plugins_constants
     files = {
         "runtime/reasons.py": "class Refused(Exception): ...\nLOST = 'gone'\nT = TypeVar('T')\n_ROLE = 1\n",
         "host/turns.py": "class Refused(Exception): ...\nT = TypeVar('T')\n_ROLE = 2\n",
-        "runtime/probe.py": "LOST = re.compile('closed')\n",
+        "runtime/reading/probe.py": "LOST = re.compile('closed')\n",
         "backends/one/errors.py": "TIMEOUT = 1\nclass FormatError(ValueError): ...\n",
         "backends/two/errors.py": "TIMEOUT = 2\nclass FormatError(ValueError): ...\n",
         "backends/common/child.py": "ELEMENT = 1\n",
@@ -97,6 +97,6 @@ def test_the_name_check_flags_a_shared_name_and_passes_sibling_plugins_constants
     assert collisions(files) == [
         "ELEMENT: backends/common/child.py, backends/one/adapter.py",
         "FormatError: backends/one/errors.py, backends/two/errors.py",
-        "LOST: runtime/probe.py, runtime/reasons.py",
+        "LOST: runtime/reading/probe.py, runtime/reasons.py",
         "Refused: host/turns.py, runtime/reasons.py",
     ]

@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 
 from runtime.backend import Element
-from runtime.commit import loose
+from runtime.reading.commit import loose
 from runtime.text import NAME_CHARS
 
 DRAWN_MIN = (160, 120)

@@ -23,7 +23,7 @@ from runtime.backend import Element
 from runtime.cdp import CDPError
 from runtime.composed import COMPOSED
 from runtime.models import Action
-from runtime.probe import FrameContext, PageProbe
+from runtime.reading.probe import FrameContext, PageProbe
 from runtime.roles import chromium_roles
 
 MAX_CANDIDATES = 10
