@@ -7,23 +7,19 @@ The app's own browser work is the window manager's (`host/windows.py`): it creat
 windows inside the screen's work area, with real bounds (so the relation the registry computes from geometry is the
 placement the user chose), and the app registers them. The Pages feed (`host/pages.py`) keeps the console's Pages
 list current from browser-level CDP only (target infos, window bounds by window id), so the console's liveliness
-never touches a Page.
+never touches a Page. The MCP listeners are `host/serving.py`'s; what each console route does is `ConsoleAPI`'s.
+Every part is made from `HostParts`, so a suite passes a deliberately broken one in the constructor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
-
-import uvicorn
-from mcp import Client
+from typing import cast
 
 from host.grants import GrantStore
 from host.pages import PagesFeed
@@ -31,29 +27,22 @@ from host.pairing import PairingError, PairingServer, mcp_socket_path, socket_pa
 from host.providers import make_provider
 from host.providers.base import Provider, ProviderError, ToolSpec
 from host.server import DEMO_TITLE, ConsoleServer, DemoServer, EventLog
+from host.serving import READY_TIMEOUT, MCPListeners, OwnerOnlyHTTP, StartError
 from host.settings import BACKENDS, HostSettings, InvalidSetting, SettingsStore, default_config_dir, validate
 from host.turns import ConsoleRefusal, Conversation, clip
 from host.windows import SIDES, Rect, Side, WindowManager
 from runtime.assembly import Runtime
 from runtime.browser import PrivateChromium
 from runtime.cdp import CDPError
-from runtime.listeners import BACKLOG, BoundedH11Protocol, ensure_descriptors
-from runtime.loopback import unix_peer_uid
 from runtime.models import Page
 from runtime.observation import OBSERVATION_TOKENS
-from runtime.registry.pages import origin
+from runtime.registry.pages import UnknownPage, origin
 from runtime.service import Settings
-from runtime.startup import StartupFailure, port_failure
+from runtime.startup import port_failure
 from runtime.transports.client import HostedClient
-from runtime.transports.mcp.http import ASGIApp, bounded_config, http_app
-
-log = logging.getLogger(__name__)
-
 
 DEMO_SCRIPT = Path(__file__).resolve().parent / "scripts" / "demo.json"
 DEMO_MESSAGE = "Please subscribe me to the newsletter on the demo Page."
-READY_TIMEOUT = 30.0
-"""Seconds the app waits for each part to come up (MCP connection, the console's first subscription)."""
 
 MAX_URL = 2000
 CONSOLE_NOT_A_PAGE = (
@@ -88,98 +77,70 @@ class AppConfig:
     observation_tokens: int = OBSERVATION_TOKENS
     """The cap of one observation, in estimated tokens (`runtime.settings.Settings.observation_tokens`)."""
     config_dir: Path | None = None
-    console_dir: Path | None = None
-    """Console static files from elsewhere (the suites' deliberately broken variants); None: the packaged ones."""
     open_console: bool = True
     headless: bool = True
     demo: bool = False
 
 
-class StartError(StartupFailure):
-    """The app could not start as configured: `what` went wrong, `todo` what to change (the command prints both as
-    its one line)."""
+@dataclass(frozen=True)
+class HostParts:
+    """What the app is made of, one part a field: the app makes each from the class given here. A suite passes a
+    variant of one (a deliberately broken console, grant store, window manager...) in `HostApp`'s constructor."""
 
-    def __init__(self, what: str, todo: str = "start it again; if it fails the same way, please report it") -> None:
-        super().__init__(what, todo)
-
-
-class _MCPServer(uvicorn.Server):
-    """uvicorn without its own signal handling: the app owns SIGINT/SIGTERM and stops its parts in order."""
-
-    @contextlib.contextmanager
-    def capture_signals(self):  # type: ignore[override]
-        yield
-
-
-class OwnerOnlyHTTP(BoundedH11Protocol):
-    """The bounded HTTP protocol for the private MCP socket: a peer of another uid (`SO_PEERCRED`) is cut off as it
-    connects, before a byte of its request is read. `owner_uid` is the only uid served."""
-
-    owner_uid: int = os.getuid()
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        sock = transport.get_extra_info("socket")
-        uid = unix_peer_uid(sock) if sock is not None else None
-        self.admitted = uid == self.owner_uid
-        if not self.admitted:
-            log.warning("MCP socket: refused a peer of uid %s", uid)
-            transport.abort()
-            return
-        super().connection_made(transport)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.admitted:  # a refused peer never had a connection set up to tear down
-            super().connection_lost(exc)
+    console: type[ConsoleServer] = ConsoleServer
+    console_dir: Path | None = None
+    """The console's static files; None: the packaged ones (a suite passes a deliberately broken copy)."""
+    conversation: type[Conversation] = Conversation
+    client: type[HostedClient] = HostedClient
+    """The first-party adapter the agent loop calls the runtime's MCP tool through."""
+    grants: type[GrantStore] = GrantStore
+    pairing: type[PairingServer] = PairingServer
+    event_log: type[EventLog] = EventLog
+    window_manager: type[WindowManager] = WindowManager
+    mcp: type[MCPListeners] = MCPListeners
+    mcp_socket_protocol: type[asyncio.Protocol] = OwnerOnlyHTTP
+    """The HTTP protocol of the private MCP socket (`connect`'s): the default checks each peer's uid."""
 
 
 class HostApp:
-    """The parts of the app, by class: a subclass swaps one for a variant (the suites' broken ones)."""
+    """The app's process: makes its parts (`HostParts`), starts them in order, wires their events to one another,
+    opens the console's and the Pages' windows, and stops everything in order."""
 
-    console_class: type[ConsoleServer] = ConsoleServer
-    conversation_class: type[Conversation] = Conversation
-    client_class: type[HostedClient] = HostedClient
-    grants_class: type[GrantStore] = GrantStore
-    pairing_class: type[PairingServer] = PairingServer
-    mcp_socket_protocol: type[asyncio.Protocol] = OwnerOnlyHTTP
-    event_log_class: type[EventLog] = EventLog
-    window_manager_class: type[WindowManager] = WindowManager
-
-    def __init__(self, config: AppConfig) -> None:
+    def __init__(self, config: AppConfig, parts: HostParts | None = None) -> None:
         self.config = config
-        self.events = self.event_log_class()
+        self.parts = parts or HostParts()
+        self.events = self.parts.event_log()
         self.config_dir = config.config_dir or default_config_dir()
         self.settings_store = SettingsStore(self.config_dir, BACKENDS)
-        self.console = self.console_class(self, self.events, config.console_dir)
+        self.api = ConsoleAPI(self)
+        self.console = self.parts.console(self.api, self.events, self.parts.console_dir)
         self.demo: DemoServer | None = None
         self.runtime: Runtime
         self.conversation: Conversation
         self.chat_page: Page | None = None
-        self.mcp_url = ""
+        self.mcp: MCPListeners | None = None
         self.grants: GrantStore
         self.pairing: PairingServer | None = None
-        self._grant_timers: list[asyncio.TimerHandle] = []
-        self._chromium: PrivateChromium | None = None
-        self._runtime: Runtime | None = None
-        self._mcp_app: ASGIApp | None = None
-        self._mcp_server: _MCPServer | None = None
-        self._mcp_task: asyncio.Task[None] | None = None
-        self._socket_server: _MCPServer | None = None
-        self._socket_task: asyncio.Task[None] | None = None
-        self._client_task: asyncio.Task[None] | None = None
-        self._client_stop = asyncio.Event()
-        self._conversation: Conversation | None = None
         self.windows: WindowManager
         self.pages: PagesFeed
+        self._chromium: PrivateChromium | None = None
+        self._runtime: Runtime | None = None
+        self._conversation: Conversation | None = None
         self._notices: list[str] = []
 
     @property
     def console_url(self) -> str:
         return self.console.url
 
+    @property
+    def mcp_url(self) -> str:
+        """The runtime's MCP endpoint on TCP (`http://127.0.0.1:PORT/mcp`); "" until it listens."""
+        return self.mcp.url if self.mcp is not None else ""
+
     @classmethod
-    async def start(cls, config: AppConfig) -> HostApp:
+    async def start(cls, config: AppConfig, parts: HostParts | None = None) -> HostApp:
         """Start every part; returns once MCP listens and the console Page is registered (and its script runs)."""
-        app = cls(config)
+        app = cls(config, parts)
         try:
             await app._start()
         except BaseException:
@@ -188,7 +149,7 @@ class HostApp:
         return app
 
     async def _start(self) -> None:
-        config = self.config
+        config, parts = self.config, self.parts
         saved, notice = self.settings_store.load()
         if notice:
             self._notices.append(notice)
@@ -201,9 +162,10 @@ class HostApp:
         endpoint = self._chromium.endpoint if self._chromium else config.cdp_endpoint
         settings = Settings(backend=backend, observation_tokens=config.observation_tokens)
         self._runtime = self.runtime = await Runtime.connect(endpoint, settings=settings)
-        self.windows = self.window_manager_class(self.runtime.cdp)
+        self.windows = parts.window_manager(self.runtime.cdp)
         self.pages = PagesFeed(self.runtime.registry, self.events.publish)
-        client = await self._serve_mcp()
+        self.mcp = parts.mcp(self.runtime.server, parts.mcp_socket_protocol)
+        client = await self.mcp.serve(config.mcp_port)
         tools = [
             ToolSpec(tool.name, tool.description or "", dict(tool.input_schema))
             for tool in (await client.list_tools()).tools
@@ -213,28 +175,28 @@ class HostApp:
             provider = self.build_provider()
         except ProviderError as error:
             self._notices.append(error.message)
-        self._conversation = self.conversation = self.conversation_class(
+        self._conversation = self.conversation = parts.conversation(
             host=self.runtime.host,
             registry=self.runtime.registry,
-            client=self.client_class(client),
+            client=parts.client(client),
             tools=tools,
             provider=provider,
             provider_factory=self.build_provider,
             emit=self.events.publish,
             on_provider_request=self.pages.show,
         )
-        self.grants = self.grants_class(self.runtime.registry, self.runtime.new_host, self.events.publish)
+        self.grants = parts.grants(self.runtime.registry, self.runtime.new_host, self.events.publish)
         self.runtime.registry.listen(self._on_page_event)
         self.runtime.cdp.listen(self.pages.on_cdp_event)
         try:
             await self.console.start(config.console_port)
         except OSError as exc:
             raise port_failure(exc, "127.0.0.1", config.console_port, "--console-port") from None
-        for url in self.reserved_origins():
+        for url in self.console.reserved_origins():
             self.runtime.registry.reserve(url)
-        self._publish_settings()
+        self.api.publish_settings()
         self.pages.show()
-        await self._serve_pairing()
+        await self._serve_pairing(self.mcp)
         self.events.publish({"type": "turn", "state": "idle"})
         self.events.publish({"type": "notice", "cause": "app", "text": " ".join(self._notices)})
         if config.open_console:
@@ -246,7 +208,7 @@ class HostApp:
             page = await self.open_page(self.demo.url, "left")
             if not await self.pages.until_titled(page) or DEMO_TITLE not in page.title:
                 raise StartError(f"the demo Page did not load (title {page.title!r})")  # the script needs its title
-            await self.send_message(DEMO_MESSAGE, [page.registry_page_id])
+            self.conversation.send(DEMO_MESSAGE, [page.registry_page_id])
 
     def build_provider(self) -> Provider:
         """The configured provider; `ProviderError` (a missing key, say) when it cannot be made."""
@@ -255,45 +217,12 @@ class HostApp:
         script = DEMO_SCRIPT if config.demo else config.script
         return make_provider(name, model=config.model, script=script, base_url=config.base_url)
 
-    async def _serve_mcp(self) -> Any:
-        """Serve the runtime's MCP tool on 127.0.0.1 and open the app's own client connection to it."""
-        ensure_descriptors()  # every listener's cap (runtime.listeners) must fit in the process's open-file limit
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # restart despite TIME_WAIT, as uvicorn does
-            sock.bind(("127.0.0.1", self.config.mcp_port))
-            sock.listen(BACKLOG)  # connections queue from here on, before uvicorn accepts: no wait for it to be up
-        except OSError as exc:
-            sock.close()
-            raise port_failure(exc, "127.0.0.1", self.config.mcp_port) from None
-        self.mcp_url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-        self._mcp_app = self.mcp_app()
-        config = bounded_config(self._mcp_app, log_level="warning", timeout_graceful_shutdown=2)
-        self._mcp_server = _MCPServer(config)
-        self._mcp_task = asyncio.create_task(self._mcp_server.serve(sockets=[sock]))
-        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-        # The connection lives in a task of its own: anyio's cancel scopes must be left by the task entering them.
-        self._client_task = asyncio.create_task(self._hold_client(ready))
-        done, _ = await asyncio.wait(
-            {ready, self._client_task, self._mcp_task}, timeout=READY_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
-        )
-        if ready not in done:
-            for task in done:
-                task.result()  # raise why it ended
-            raise StartError(f"no MCP connection to {self.mcp_url} within {READY_TIMEOUT:g}s")
-        return ready.result()
-
-    def mcp_app(self) -> ASGIApp:
-        """An ASGI app of the runtime's MCP server, one per listener (TCP /mcp and the private socket): each with its
-        own session manager and cap, all with the one token verifier."""
-        return http_app(self.runtime.server, "127.0.0.1", None)
-
-    async def _serve_pairing(self) -> None:
+    async def _serve_pairing(self, mcp: MCPListeners) -> None:
         """Let `computer-use connect` pair over the private socket in the config dir, and reach MCP over the one
         beside it; without them the app still runs (the console says why third-party clients cannot connect)."""
         try:
-            self.pairing = await self.pairing_class(self.grants, socket_path(self.config_dir), self.mcp_url).start()
-            await self._serve_mcp_socket()
+            self.pairing = await self.parts.pairing(self.grants, socket_path(self.config_dir), mcp.url).start()
+            await mcp.serve_socket(mcp_socket_path(self.config_dir))
         except (PairingError, OSError) as exc:
             if self.pairing is not None:  # paired, but no MCP socket: nobody could use the pairing
                 await self.pairing.close()
@@ -303,39 +232,7 @@ class HostApp:
             self.grants.socket = str(self.pairing.path)
         self.grants.show()
 
-    async def _serve_mcp_socket(self) -> None:
-        """The MCP app on `<config dir>/connect/mcp.sock` for `connect` alone: in the pairing's 0700 directory (this
-        app holds its pairing socket, so a socket left there is stale), 0600, each peer's uid checked on accept."""
-        path = mcp_socket_path(self.config_dir)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.bind(str(path))
-            os.chmod(path, 0o600)
-            sock.listen(128)
-        except OSError:
-            sock.close()
-            raise
-        # An app of its own, so its own session manager: a flood of sessions on TCP /mcp (any local user can
-        # reach it) fills that cap, never connect's.
-        config = uvicorn.Config(
-            self.mcp_app(), http=self.mcp_socket_protocol, log_level="warning", timeout_graceful_shutdown=2
-        )
-        self._socket_server = _MCPServer(config)
-        self._socket_task = asyncio.create_task(self._socket_server.serve(sockets=[sock]))
-
-    async def _hold_client(self, ready: asyncio.Future[Client]) -> None:
-        async with Client(self.mcp_url, mode="legacy") as client:
-            ready.set_result(client)
-            await self._client_stop.wait()
-
     # -- windows and Pages ----------------------------------------------------------------------------------
-
-    def reserved_origins(self) -> list[str]:
-        """The origins that are the chat, never a Page: the console's, by both names its port answers to. No Page
-        opens on them, and a Page that navigates there is out of every agent's reach (`PageRegistry.reserve`)."""
-        return [self.console.origin, f"http://localhost:{self.console.port}"]
 
     async def _open_console(self) -> None:
         # The console's proof of being the console (`host.server`, check 4): in the browser's cookie jar through
@@ -357,7 +254,7 @@ class HostApp:
             raise ConsoleRefusal(f"placement is one of {', '.join(SIDES)}", 400)
         if len(url) > MAX_URL or not url.startswith(("http://", "https://")):
             raise ConsoleRefusal(f"open an http:// or https:// URL (at most {MAX_URL} characters)", 400)
-        if origin(url) in {origin(reserved) for reserved in self.reserved_origins()}:
+        if origin(url) in {origin(reserved) for reserved in self.console.reserved_origins()}:
             raise ConsoleRefusal(CONSOLE_NOT_A_PAGE, 400)
         bounds = await self._slot(cast(Side, placement))
         target, window = await self.windows.open(url, bounds, background=True)
@@ -396,88 +293,11 @@ class HostApp:
         """Wait (bounded) until the Page's document has a title: True once it has (`PagesFeed.until_titled`)."""
         return await self.pages.until_titled(page)
 
-    # -- keeping the console current ------------------------------------------------------------------------
-
     def _on_page_event(self, page: Page, what: str) -> None:
         if page.is_chat and what == "lost" and self._conversation is not None:
             self._conversation.chat_closed()
         self.pages.on_page_event(page, what)
         self.grants.on_page_event(page, what)
-
-    def _publish_settings(self) -> None:
-        backend = self.runtime.service.settings.backend
-        self.events.publish({"type": "settings", "backend": backend, "backends": list(BACKENDS)})
-
-    # -- the console's actions ------------------------------------------------------------------------------
-
-    async def send_message(self, text: str, pages: list[str]) -> None:
-        self.conversation.send(text, pages)
-
-    async def decide(self, decision: str) -> None:
-        self.conversation.decide(decision)
-
-    async def new_chat(self) -> None:
-        """New chat: the running turn ends, the history and the transcript empty, the provider starts afresh."""
-        try:
-            provider: Provider | None = self.build_provider()
-        except ProviderError:
-            provider = None  # the next model call tries again, and its card says why it cannot
-        await self.conversation.new_chat(provider)
-        self.events.new_chat()
-
-    async def set_backend(self, backend: str) -> None:
-        """The backend for new ComputerSessions from now on (live sessions keep theirs), saved for the next run."""
-        try:
-            validate(backend, BACKENDS)
-        except InvalidSetting as exc:
-            raise ConsoleRefusal(str(exc), 400) from None
-        self.runtime.service.settings.backend = backend
-        self._publish_settings()
-        try:
-            self.settings_store.save(HostSettings(backend=backend))
-        except OSError as exc:
-            self.events.publish(
-                {
-                    "type": "notice",
-                    "cause": "app",
-                    "text": f"The backend is set for this run but could not be saved: {exc.strerror}.",
-                }
-            )
-
-    async def set_access(self, handle: str, enabled: bool) -> None:
-        page = next((p for p in self.runtime.registry.pages() if p.registry_page_id == handle), None)
-        if page is None or page.is_chat:
-            raise ConsoleRefusal(f"{clip(handle, 40)} is not a Page of this app", 404)
-        self.runtime.registry.set_access(handle, enabled)
-        self.pages.show()
-
-    async def open_url(self, url: str, placement: str, screen: Rect | None = None) -> None:
-        try:
-            if screen is not None:
-                await self.set_screen(screen)
-            await self.open_page(url, placement)
-        except CDPError as exc:
-            raise ConsoleRefusal(f"the browser could not open it: {clip(exc, 200)}", 502) from None
-
-    async def refresh_pages(self, screen: Rect | None = None) -> None:
-        """Re-read the Pages (the console regained focus); `screen`: its work area, as the browser reports it."""
-        if screen is not None:
-            await self.set_screen(screen)
-        await self.pages.refresh()
-
-    async def grant_access(self, client: str, pages: list[str], bound: str, minutes: float | None) -> None:
-        """The user granted a paired MCP client these Pages, until revoked, for `minutes`, or until a Page
-        changes."""
-        grant = self.grants.grant(client, pages, bound, minutes)
-        if grant.expires_at is not None:
-            delay = max(grant.expires_at - self.grants.clock(), 0)
-            self._grant_timers.append(asyncio.get_running_loop().call_later(delay + 0.05, self.grants.expire))
-
-    async def revoke_access(self, client: str) -> None:
-        self.grants.revoke(client)
-
-    async def deny_access(self, client: str) -> None:
-        self.grants.deny(client)
 
     # -- stopping -------------------------------------------------------------------------------------------
 
@@ -487,27 +307,14 @@ class HostApp:
             await self._conversation.close()
         if self._runtime is not None:
             await self.pages.close()
-        for timer in self._grant_timers:
-            timer.cancel()
+        self.api.close()
         if self.pairing is not None:
             await self.pairing.close()
         await self.console.close()
         if self.demo is not None:
             await self.demo.close()
-        self._client_stop.set()
-        if self._client_task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._client_task, 10)
-        if self._socket_server is not None and self._socket_task is not None:
-            self._socket_server.should_exit = True
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._socket_task, 10)
-            with contextlib.suppress(FileNotFoundError):
-                mcp_socket_path(self.config_dir).unlink()
-        if self._mcp_server is not None and self._mcp_task is not None:
-            self._mcp_server.should_exit = True
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._mcp_task, 10)
+        if self.mcp is not None:
+            await self.mcp.close()
         if self._runtime is not None:
             if self._chromium is None:
                 for target in self.windows.created:
@@ -516,3 +323,94 @@ class HostApp:
             await self._runtime.close()
         if self._chromium is not None:
             await self._chromium.close()
+
+
+class ConsoleAPI:
+    """What each route of the console's API does to the app's parts (`host.server.ConsoleActions`), and the timers
+    that end the grants given there. Each raises `ConsoleRefusal` with a message for the user."""
+
+    def __init__(self, app: HostApp) -> None:
+        self.app = app
+        self._grant_timers: list[asyncio.TimerHandle] = []
+
+    def publish_settings(self) -> None:
+        backend = self.app.runtime.service.settings.backend
+        self.app.events.publish({"type": "settings", "backend": backend, "backends": list(BACKENDS)})
+
+    async def send_message(self, text: str, pages: list[str]) -> None:
+        self.app.conversation.send(text, pages)
+
+    async def decide(self, decision: str) -> None:
+        self.app.conversation.decide(decision)
+
+    async def new_chat(self) -> None:
+        """New chat: the running turn ends, the history and the transcript empty, the provider starts afresh."""
+        try:
+            provider: Provider | None = self.app.build_provider()
+        except ProviderError:
+            provider = None  # the next model call tries again, and its card says why it cannot
+        await self.app.conversation.new_chat(provider)
+        self.app.events.new_chat()
+
+    async def set_backend(self, backend: str) -> None:
+        """The backend for new ComputerSessions from now on (live sessions keep theirs), saved for the next run."""
+        try:
+            validate(backend, BACKENDS)
+        except InvalidSetting as exc:
+            raise ConsoleRefusal(str(exc), 400) from None
+        self.app.runtime.service.settings.backend = backend
+        self.publish_settings()
+        try:
+            self.app.settings_store.save(HostSettings(backend=backend))
+        except OSError as exc:
+            self.app.events.publish(
+                {
+                    "type": "notice",
+                    "cause": "app",
+                    "text": f"The backend is set for this run but could not be saved: {exc.strerror}.",
+                }
+            )
+
+    async def set_access(self, handle: str, enabled: bool) -> None:
+        registry = self.app.runtime.registry
+        try:
+            page: Page | None = registry.get(handle)
+        except UnknownPage:
+            page = None
+        if page is None or page.is_chat:
+            raise ConsoleRefusal(f"{clip(handle, 40)} is not a Page of this app", 404)
+        registry.set_access(handle, enabled)
+        self.app.pages.show()
+
+    async def open_url(self, url: str, placement: str, screen: Rect | None = None) -> None:
+        try:
+            if screen is not None:
+                await self.app.set_screen(screen)
+            await self.app.open_page(url, placement)
+        except CDPError as exc:
+            raise ConsoleRefusal(f"the browser could not open it: {clip(exc, 200)}", 502) from None
+
+    async def refresh_pages(self, screen: Rect | None = None) -> None:
+        """Re-read the Pages (the console regained focus); `screen`: its work area, as the browser reports it."""
+        if screen is not None:
+            await self.app.set_screen(screen)
+        await self.app.pages.refresh()
+
+    async def grant_access(self, client: str, pages: list[str], bound: str, minutes: float | None) -> None:
+        """The user granted a paired MCP client these Pages, until revoked, for `minutes`, or until a Page
+        changes."""
+        grants = self.app.grants
+        grant = grants.grant(client, pages, bound, minutes)
+        if grant.expires_at is not None:
+            delay = max(grant.expires_at - grants.clock(), 0)
+            self._grant_timers.append(asyncio.get_running_loop().call_later(delay + 0.05, grants.expire))
+
+    async def revoke_access(self, client: str) -> None:
+        self.app.grants.revoke(client)
+
+    async def deny_access(self, client: str) -> None:
+        self.app.grants.deny(client)
+
+    def close(self) -> None:
+        for timer in self._grant_timers:
+            timer.cancel()

@@ -230,8 +230,8 @@ def _json(data: dict[str, Any], status: int = 200) -> web.Response:
 
 
 class ConsoleServer:
-    """The console's port. `host_allowed`, `origin_allowed` and `proven` are the checks a negative control can take
-    away (a subclass overriding one), never a setting."""
+    """The console's port. `host_allowed`, `origin_allowed`, `proven` and `reserved_origins` are the checks a
+    negative control can take away (a subclass overriding one), never a setting."""
 
     def __init__(self, actions: ConsoleActions, events: EventLog, console_dir: Path | None = None) -> None:
         self.actions = actions
@@ -264,6 +264,11 @@ class ConsoleServer:
     @property
     def url(self) -> str:
         return f"{self.origin}/{self.secret}/"
+
+    def reserved_origins(self) -> list[str]:
+        """The origins that are the chat, never a Page: the console's, by both names its port answers to. No Page
+        opens on them, and a Page that navigates there is out of every agent's reach (`PageRegistry.reserve`)."""
+        return [self.origin, f"http://localhost:{self.port}"]
 
     def cookie_param(self) -> dict[str, Any]:
         """The console's cookie as CDP's `Storage.setCookies` takes it: host-only on the console's origin, path

@@ -75,3 +75,26 @@ def partition_problems(collected: Sequence[str], shards: Sequence[Sequence[str]]
     problems += [f"{test}: in no shard" for test in collected if test not in runs]
     problems += [f"{test}: in a shard, not collected" for test in runs if test not in whole]
     return problems
+
+
+PROOF_SHARDS = "2,3,4"
+"""The shard counts the proof splits `make lab`'s collection into."""
+UNRECORDED_EVERY = 10
+"""One recorded test in this many is dropped from the proof's durations, as if it were new."""
+
+
+def unrecorded(durations: dict[str, float]) -> set[str]:
+    """The tests the proof treats as new (no recorded duration): every `UNRECORDED_EVERY`-th, in sorted order."""
+    return set(sorted(durations)[::UNRECORDED_EVERY])
+
+
+def proof_options(durations: Path, folder: Path) -> tuple[list[str], Path]:
+    """Options that make a child pytest collecting `make lab`'s tree also record its shards for `PROOF_SHARDS`, read
+    from `durations` less `unrecorded()`'s tests (written to `folder`); and where the record will be."""
+    recorded = json.loads(durations.read_text(encoding="utf-8"))
+    dropped = unrecorded(recorded)
+    kept = folder / "durations.json"
+    kept.write_text(json.dumps({k: v for k, v in recorded.items() if k not in dropped}), encoding="utf-8")
+    record = folder / "shards.json"
+    return ["-p", "suites.shards", "--shards-record", str(record), "--shards-of", PROOF_SHARDS,
+            "--durations-path", str(kept)], record  # fmt: skip

@@ -56,6 +56,19 @@ EXECUTABLE = "playwright-mcp"
 SCROLL_STEP = 600  # CSS px per scroll action (about one viewport of a small window)
 SOCKETS_DIR_MAX = 60
 """Playwright puts a unix socket at `<dir>/browser/<21 chars>` and refuses paths over 103 bytes (sun_path)."""
+SHORT_ROOTS = ("/tmp", "/var/tmp")
+"""Where a private sockets dir goes when `$TMPDIR` is itself too deep for one (a test runner's, a sandbox's)."""
+
+
+def short_temp_root() -> str:
+    """`$TMPDIR` when a private dir in it (`cu-pw-` and 8 characters) is short enough for the socket path, else the
+    first short system temp root that exists; `$TMPDIR` when none is (the upstream then names the problem)."""
+    for root in (tempfile.gettempdir(), *SHORT_ROOTS):
+        if len(os.fsencode(root)) + len("/cu-pw-12345678") <= SOCKETS_DIR_MAX and os.access(root, os.W_OK | os.X_OK):
+            return root
+    return tempfile.gettempdir()
+
+
 WHEEL = {"up": (0, -SCROLL_STEP), "down": (0, SCROLL_STEP), "left": (-SCROLL_STEP, 0), "right": (SCROLL_STEP, 0)}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -130,7 +143,7 @@ class PlaywrightMCPBackend(ChildBackend):
     def _prepare(self) -> None:
         self._sockets_dir = self.workdir / "s"
         if len(os.fsencode(self._sockets_dir)) > SOCKETS_DIR_MAX:  # a deep workdir: a short private dir instead
-            self._sockets_dir = Path(tempfile.mkdtemp(prefix="cu-pw-"))
+            self._sockets_dir = Path(tempfile.mkdtemp(prefix="cu-pw-", dir=short_temp_root()))
             self._own_sockets_dir = True
         self._sockets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 

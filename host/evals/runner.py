@@ -284,7 +284,7 @@ async def ask(
 async def _turn(app: HostApp, text: str, pages: list[str], timeout: float) -> str:
     """Send the question and follow the event log until the turn is idle again; what went wrong, or ""."""
     start = app.events.next_id
-    await app.send_message(text, pages)
+    app.conversation.send(text, pages)
     problem = ""
     try:
         async with asyncio.timeout(timeout):
@@ -297,9 +297,9 @@ async def _turn(app: HostApp, text: str, pages: list[str], timeout: float) -> st
                 state = event.get("state")
                 if state == "needs_user":
                     problem = "the turn needed the user (a read-only question never should)"
-                    await app.decide("stop")
+                    app.conversation.decide("stop")
                 elif state == "error":
-                    await app.decide("stop")
+                    app.conversation.decide("stop")
                 elif state == "idle":
                     return problem
     except TimeoutError:

@@ -8,12 +8,15 @@ allowlist) are in `test_backends.py`, parametrized by backend.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from backends.playwright_mcp import ALLOWLIST, PlaywrightMCPBackend
+from backends.playwright_mcp.adapter import SHORT_ROOTS, SOCKETS_DIR_MAX, short_temp_root
 from backends.playwright_mcp.client import group_alive
 from backends.playwright_mcp.errors import classify
 from backends.playwright_mcp.snapshot import REF, parse_aria, parse_snapshot_answer
@@ -222,3 +225,17 @@ async def test_image_only_links_on_a_live_page_are_named_by_their_images(
     )
     snapshot = await playwright_backend.snapshot()
     assert [(e.role, e.name) for e in snapshot.elements] == [("link", "Blue jacket"), ("link", "Red scarf")]
+
+
+@pytest.mark.req("adapter:child-hygiene")
+def test_a_deep_tmpdir_gives_the_upstreams_sockets_a_short_system_temp_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 90)  # deeper than a unix socket path allows, as a test runner's temp dir can be
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    root = short_temp_root()
+    assert len(os.fsencode(root)) + len("/cu-pw-12345678") <= SOCKETS_DIR_MAX, root
+    assert root in SHORT_ROOTS
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
+    assert short_temp_root() == "/tmp"  # a short $TMPDIR is kept

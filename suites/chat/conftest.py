@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from fixtures_sites.server import FixtureServer
-from host.app import AppConfig, HostApp
+from host.app import AppConfig, HostApp, HostParts
 from host.server import CONSOLE_DIR
 from lab.cdp import CDPClient
 from lab.tap import CDPTap
@@ -378,9 +378,8 @@ def open_console(tap: CDPTap, lab_cdp: CDPClient, fixture_server: FixtureServer,
             script=task,
             backend=backend,
             config_dir=tmp_path / "config",
-            console_dir=console_dir,
         )
-        app = await HostApp.start(config)
+        app = await HostApp.start(config, HostParts(console_dir=console_dir))
         try:
             assert app.chat_page is not None, "the app opened no console"
             pages = {

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from host.app import AppConfig, HostApp
+from host.app import AppConfig, HostApp, HostParts
 from lab.cdp import CDPClient
 from lab.tap import CDPTap
 
@@ -143,11 +143,12 @@ class Console:
 
 @pytest.fixture
 async def start_app(tap: CDPTap, tmp_path: Path) -> AsyncIterator[StartApp]:
-    """`await start_app(**config)`: the app on the lab's Chromium (behind the tap, label "runtime"), MCP and console
-    on free ports, settings in a temporary config dir, the script provider unless told otherwise; closed after."""
+    """`await start_app(parts, **config)`: the app on the lab's Chromium (behind the tap, label "runtime"), MCP and
+    console on free ports, settings in a temporary config dir, the script provider unless told otherwise, made of
+    `parts` (a negative control's broken one; None: the app's own); closed after."""
     apps: list[HostApp] = []
 
-    async def start(app_class: type[HostApp] = HostApp, **overrides: Any) -> HostApp:
+    async def start(parts: HostParts | None = None, **overrides: Any) -> HostApp:
         options: dict[str, Any] = {
             "cdp_endpoint": await tap.endpoint("runtime"),
             "mcp_port": 0,
@@ -156,7 +157,7 @@ async def start_app(tap: CDPTap, tmp_path: Path) -> AsyncIterator[StartApp]:
             "config_dir": tmp_path / "config",
             **overrides,
         }
-        app = await app_class.start(AppConfig(**options))
+        app = await HostApp.start(AppConfig(**options), parts)
         apps.append(app)
         return app
 

@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.types import TextContent
 
 from fixtures_sites.server import FixtureServer
-from host.app import HostApp
+from host.app import HostApp, HostParts
 from host.providers.base import IMAGE_PLACEHOLDER, AssistantTurn, Entry, ToolResults, UserText
 from host.settings import FILE_NAME
 from host.turns import Conversation
@@ -159,10 +159,10 @@ def stand_in_turn(handle: str) -> tuple[Reply, ...]:
 
 
 async def run_stand_in_turn(
-    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, app_class: type[HostApp] = HostApp
+    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, parts: HostParts | None = None
 ) -> tuple[HostApp, list[dict[str, Any]]]:
     async with StandIn("anthropic") as api:
-        app = await start_app(app_class, provider="anthropic", base_url=api.base_url)
+        app = await start_app(parts, provider="anthropic", base_url=api.base_url)
         console = await console_of(app)
         handle = await open_fixture(console, fixture_server, "/dom_form/", "left", "Checkout")
         api.answer(*stand_in_turn(handle))
@@ -197,17 +197,13 @@ class EchoingClient(HostedClient):
         return raw
 
 
-class EchoingApp(HostApp):
-    client_class = EchoingClient
-
-
 @pytest.mark.negative_control
 @pytest.mark.req("app:tokens-over-http")
 async def test_the_token_check_catches_a_host_that_shows_the_model_its_token(
     start_app: StartApp, console_of: Any, fixture_server: FixtureServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
-    app, requests = await run_stand_in_turn(start_app, console_of, fixture_server, EchoingApp)
+    app, requests = await run_stand_in_turn(start_app, console_of, fixture_server, HostParts(client=EchoingClient))
     with pytest.raises(AssertionError, match="a capability token reached the model"):
         check_tokens_stay_in_meta(app, requests)
 
@@ -231,10 +227,10 @@ def check_images_once(requests: list[dict[str, Any]]) -> None:
 
 
 async def run_visual_turn(
-    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, app_class: type[HostApp] = HostApp
+    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, parts: HostParts | None = None
 ) -> list[dict[str, Any]]:
     async with StandIn("anthropic") as api:
-        app = await start_app(app_class, provider="anthropic", base_url=api.base_url)
+        app = await start_app(parts, provider="anthropic", base_url=api.base_url)
         console = await console_of(app)
         handle = await open_fixture(console, fixture_server, "/canvas/", "right", "")
         api.answer(*visual_turn(handle))
@@ -259,17 +255,13 @@ class StickyConversation(Conversation):
         return list(self.transcript)
 
 
-class StickyApp(HostApp):
-    conversation_class = StickyConversation
-
-
 @pytest.mark.negative_control
 @pytest.mark.req("app:images-once")
 async def test_the_images_once_check_catches_a_host_that_keeps_sending_old_screenshots(
     start_app: StartApp, console_of: Any, fixture_server: FixtureServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
-    requests = await run_visual_turn(start_app, console_of, fixture_server, StickyApp)
+    requests = await run_visual_turn(start_app, console_of, fixture_server, HostParts(conversation=StickyConversation))
     with pytest.raises(AssertionError, match="a screenshot was sent again"):
         check_images_once(requests)
 

@@ -25,7 +25,7 @@ from mcp.types import Implementation
 
 from backends.common.child_backend import node_bin
 from fixtures_sites.server import FixtureServer
-from host.app import HostApp
+from host.app import HostApp, HostParts
 from host.connect import tool_list
 from host.grants import GrantStore
 from host.pairing import PairingServer, socket_path
@@ -134,10 +134,10 @@ def assert_refused_before_the_runtime(app: HostApp, tap: CDPTap, raw: Any, journ
 
 
 async def grant_scenario(
-    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tap: CDPTap, app_class: type[HostApp]
+    start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tap: CDPTap, parts: HostParts | None = None
 ) -> None:
     """The whole path: ask, refused before a grant, granted one Page, refused elsewhere, revoked."""
-    app = await start_app(app_class)
+    app = await start_app(parts)
     console = await console_of(app)
     await console.evaluate(WATCH_POSTS)
     form = await open_fixture(console, fixture_server, "/dom_form/", "left", "Checkout")
@@ -203,7 +203,7 @@ async def grant_scenario(
 async def test_a_third_party_client_acts_only_on_the_granted_page_and_loses_access_on_revoke(
     start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tap: CDPTap
 ) -> None:
-    await grant_scenario(start_app, console_of, fixture_server, tap, HostApp)
+    await grant_scenario(start_app, console_of, fixture_server, tap)
 
 
 class IgnoresRevocation(GrantStore):
@@ -213,17 +213,13 @@ class IgnoresRevocation(GrantStore):
         self._pairing(pairing_id)
 
 
-class IgnoresRevocationApp(HostApp):
-    grants_class = IgnoresRevocation
-
-
 @pytest.mark.negative_control
 @pytest.mark.req("connect:revoke")
 async def test_the_revoke_check_catches_a_grant_store_that_ignores_revocation(
     start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tap: CDPTap
 ) -> None:
     with pytest.raises(AssertionError, match="the call was not refused"):
-        await grant_scenario(start_app, console_of, fixture_server, tap, IgnoresRevocationApp)
+        await grant_scenario(start_app, console_of, fixture_server, tap, HostParts(grants=IgnoresRevocation))
 
 
 class GrantsEveryPage(GrantStore):
@@ -234,17 +230,13 @@ class GrantsEveryPage(GrantStore):
         return super().grant(pairing_id, everything, bound, minutes)
 
 
-class GrantsEveryPageApp(HostApp):
-    grants_class = GrantsEveryPage
-
-
 @pytest.mark.negative_control
 @pytest.mark.req("connect:isolation")
 async def test_the_isolation_check_catches_a_grant_that_covers_every_page(
     start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tap: CDPTap
 ) -> None:
     with pytest.raises(AssertionError, match="not granted"):
-        await grant_scenario(start_app, console_of, fixture_server, tap, GrantsEveryPageApp)
+        await grant_scenario(start_app, console_of, fixture_server, tap, HostParts(grants=GrantsEveryPage))
 
 
 @pytest.mark.req("connect:grant")
@@ -335,14 +327,10 @@ class ServesAnotherUser(PairingServer):
     owner_uid = os.getuid() + 1
 
 
-class AnotherUsersApp(HostApp):
-    pairing_class = ServesAnotherUser
-
-
 @pytest.mark.req("connect:socket")
 async def test_a_peer_of_another_uid_is_closed_before_any_answer(start_app: StartApp) -> None:
     # The peer-uid check, seen from the other side: an app that serves only uid+1 treats this test as a stranger.
-    app = await start_app(AnotherUsersApp)
+    app = await start_app(HostParts(pairing=ServesAnotherUser))
     reader, writer = await asyncio.open_unix_connection(str(socket_path(app.config_dir)))
     try:
         assert await asyncio.wait_for(reader.read(), 10) == b"", "a stranger got an answer"

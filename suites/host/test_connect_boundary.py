@@ -29,8 +29,9 @@ from mcp.types import Implementation
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from fixtures_sites.server import FixtureServer
-from host.app import HostApp
+from host.app import HostParts
 from host.pairing import mcp_socket_path, socket_path
+from host.serving import MCPListeners
 from runtime.transports.mcp.http import ASGIApp, Receive, Scope, Send
 from suites.host.conftest import StartApp
 from suites.host.test_connect import ROOT, asking, grant, leaf_exceptions, open_fixture, result_of
@@ -219,12 +220,15 @@ async def test_the_planted_socket_check_catches_a_connect_that_trusts_any_socket
 # -- connect talks MCP to the app over its private socket ----------------------------------------------------------
 
 
-class CountingApp(HostApp):
-    """The app with a record of every HTTP request its MCP app serves: (`tcp` or `unix`, path)."""
+class CountingListeners(MCPListeners):
+    """The app's MCP listeners with a record of every HTTP request they serve: (`tcp` or `unix`, path)."""
 
-    def mcp_app(self) -> ASGIApp:
-        app = super().mcp_app()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.requests: list[tuple[str, str]] = []
+
+    def app(self) -> ASGIApp:
+        app = super().app()
 
         async def counting(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] == "http":  # uvicorn gives a Unix socket's peer no address
@@ -234,21 +238,24 @@ class CountingApp(HostApp):
         return counting
 
 
+COUNTING = HostParts(mcp=CountingListeners)
+
+
 async def socket_scenario(
     start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tmp_path: Path, command: tuple[str, ...]
 ) -> None:
     """A granted connect makes one tool call: it must reach the app's MCP app over the Unix socket, never TCP."""
-    app = await start_app(CountingApp)
-    assert isinstance(app, CountingApp)
+    app = await start_app(COUNTING)
+    assert isinstance(app.mcp, CountingListeners)
     console = await console_of(app)
     form = await open_fixture(console, fixture_server, "/dom_form/", "left", "Checkout")
     with (tmp_path / "connect.stderr").open("w") as errlog:
         async with connect_client(app.config_dir, errlog, command) as client:
             await client.list_tools()
             await grant(console, await asking(console), [form])
-            before = len(app.requests)
+            before = len(app.mcp.requests)
             listed = result_of(await client.call_tool("computer_use", {"command": "list_pages"}))
-            during = app.requests[before:]
+            during = app.mcp.requests[before:]
     assert listed.status == "ok", listed
     over_tcp = [path for transport, path in during if transport == "tcp"]
     assert not over_tcp, f"connect's call went over TCP: {over_tcp}"
@@ -273,10 +280,8 @@ async def test_the_socket_check_catches_a_connect_that_forwards_over_tcp(
         )
 
 
-class AdmitsAnyPeer(CountingApp):
-    """The MCP socket served by uvicorn's plain HTTP protocol: no peer-uid check."""
-
-    mcp_socket_protocol = AutoHTTPProtocol
+ADMITS_ANY_PEER = HostParts(mcp=CountingListeners, mcp_socket_protocol=AutoHTTPProtocol)
+"""The MCP socket served by uvicorn's plain HTTP protocol: no peer-uid check."""
 
 
 async def probe_as_nobody(path: Path, host: str) -> dict[str, str]:
@@ -294,9 +299,9 @@ def loosen(path: Path) -> None:
     path.chmod(0o666)
 
 
-async def second_uid_scenario(start_app: StartApp, reachable_dir: Path, app_class: type[CountingApp]) -> None:
-    app = await start_app(app_class, config_dir=reachable_dir / "config")
-    assert isinstance(app, CountingApp)
+async def second_uid_scenario(start_app: StartApp, reachable_dir: Path, parts: HostParts) -> None:
+    app = await start_app(parts, config_dir=reachable_dir / "config")
+    assert isinstance(app.mcp, CountingListeners)
     path = mcp_socket_path(app.config_dir)
     assert stat.S_ISSOCK(os.stat(path).st_mode)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
@@ -306,13 +311,13 @@ async def second_uid_scenario(start_app: StartApp, reachable_dir: Path, app_clas
     assert shut["connect"] == "Permission denied", f"a second uid reached the MCP socket: {shut}"
 
     loosen(path)
-    before = len(app.requests)
+    before = len(app.mcp.requests)
     answered = await probe_as_nobody(path, host)
     assert answered["connect"] == "ok", (
         f"the probe could not reach the loosened socket: the check proves nothing {answered}"
     )
     assert answered["answer"] == "", f"a second uid got an answer on the MCP socket: {answered['answer'][:300]!r}"
-    assert app.requests[before:] == [], "a second uid's request reached the MCP app"
+    assert app.mcp.requests[before:] == [], "a second uid's request reached the MCP app"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as own:  # the owner still gets in
         own.connect(str(path))
 
@@ -321,7 +326,7 @@ async def second_uid_scenario(start_app: StartApp, reachable_dir: Path, app_clas
 async def test_a_second_uid_cannot_use_the_mcp_socket_even_when_its_mode_is_opened(
     start_app: StartApp, reachable_dir: Path
 ) -> None:
-    await second_uid_scenario(start_app, reachable_dir, CountingApp)
+    await second_uid_scenario(start_app, reachable_dir, COUNTING)
 
 
 @pytest.mark.negative_control
@@ -330,4 +335,4 @@ async def test_the_second_uid_check_catches_an_mcp_socket_without_the_peer_check
     start_app: StartApp, reachable_dir: Path
 ) -> None:
     with pytest.raises(AssertionError, match="a second uid got an answer on the MCP socket"):
-        await second_uid_scenario(start_app, reachable_dir, AdmitsAnyPeer)
+        await second_uid_scenario(start_app, reachable_dir, ADMITS_ANY_PEER)

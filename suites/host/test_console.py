@@ -21,7 +21,7 @@ import allure
 import pytest
 
 from fixtures_sites.server import FixtureServer
-from host.app import AppConfig, HostApp
+from host.app import AppConfig, HostApp, HostParts
 from host.server import CONSOLE_DIR
 from host.windows import Placement, Rect, Side, WindowManager
 from lab.cdp import CDPClient
@@ -67,8 +67,10 @@ FORBIDDEN_ICON = ("index.html", 'href="icon.svg" type="image/svg+xml"', 'href="d
 # -- notices -------------------------------------------------------------------------------------------------------
 
 
-async def waiting_turn(start_app: StartApp, console_of: Any, server: FixtureServer, tmp_path: Path, **config: Any):
-    app = await start_app(script=write_task(tmp_path, SIGN_IN), **config)
+async def waiting_turn(
+    start_app: StartApp, console_of: Any, server: FixtureServer, tmp_path: Path, parts: HostParts | None = None
+):
+    app = await start_app(parts, script=write_task(tmp_path, SIGN_IN))
     console = await console_of(app)
     handle = await open_fixture(console, server, "/login/", "left", "Sign in")
     mark = app.events.next_id
@@ -111,7 +113,7 @@ async def test_the_notice_check_catches_a_console_whose_notice_never_clears(
     start_app: StartApp, console_of: Any, fixture_server: FixtureServer, tmp_path: Path
 ) -> None:
     broken = console_copy(tmp_path, "never-clears", *NEVER_CLEARS)
-    app, console = await waiting_turn(start_app, console_of, fixture_server, tmp_path, console_dir=broken)
+    app, console = await waiting_turn(start_app, console_of, fixture_server, tmp_path, HostParts(console_dir=broken))
     with pytest.raises(AssertionError, match="outlived the turn"):
         await check_busy_notice_clears(app, console)
 
@@ -203,6 +205,8 @@ async def test_new_chat_clears_the_history_and_starts_the_script_over(
     await console.send("Start again.", [])
     await until_event(app, mark, turn_ended)
     said = "[...document.querySelectorAll('#history article.message .body')].map(body => body.textContent.trim())"
+    # The app has ended the turn; the console shows its events a moment later (they stream to it).
+    await console.until(f"{said}.length >= 2")
     assert await console.evaluate(said) == ["Start again.", "Step one of the script."], "the script did not restart"
 
     await lab_cdp.send("Page.enable", session_id=console.session)
@@ -267,10 +271,6 @@ class IgnoresTheWorkArea(WindowManager):
             self.work = saved
 
 
-class WithoutTheWorkArea(HostApp):
-    window_manager_class = IgnoresTheWorkArea
-
-
 @pytest.mark.req("app:placement")
 @pytest.mark.parametrize("size", [(1280, 800), (1600, 1000)], ids=["1280x800", "1600x1000"])
 async def test_every_placement_lies_inside_the_screens_work_area(
@@ -286,7 +286,7 @@ async def test_every_placement_lies_inside_the_screens_work_area(
 async def test_the_placement_check_catches_a_window_manager_that_ignores_the_work_area(
     start_app: StartApp, console_of: Any, fixture_server: FixtureServer, lab_cdp: CDPClient
 ) -> None:
-    app = await start_app(WithoutTheWorkArea)
+    app = await start_app(HostParts(window_manager=IgnoresTheWorkArea))
     console = await console_of(app)
     with pytest.raises(AssertionError, match="outside the 1600×1000 work area"):
         await check_placements(app, console, fixture_server, lab_cdp, Rect(0, 0, 1600, 1000))
@@ -434,7 +434,7 @@ async def test_the_console_loads_with_no_error_in_its_console(
 async def test_the_clean_load_check_catches_an_icon_the_content_policy_blocks(
     start_app: StartApp, console_of: Any, lab_cdp: CDPClient, tmp_path: Path
 ) -> None:
-    app = await start_app(console_dir=console_copy(tmp_path, "forbidden-icon", *FORBIDDEN_ICON))
+    app = await start_app(HostParts(console_dir=console_copy(tmp_path, "forbidden-icon", *FORBIDDEN_ICON)))
     console = await console_of(app)
     errors = await console_errors(lab_cdp, console)
     assert any("Content Security Policy" in error for error in errors), errors

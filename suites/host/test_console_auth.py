@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from fixtures_sites.server import FixtureServer
-from host.app import HostApp
+from host.app import HostApp, HostParts
 from host.server import COOKIE, MAX_BODY, ConsoleServer
 from lab.workspace import Bounds, Workspace
 from suites.host.conftest import StartApp
@@ -86,16 +86,12 @@ class WithoutOriginCheck(ConsoleServer):
         return True
 
 
-class TrustingApp(HostApp):
-    console_class = WithoutOriginCheck
-
-
 @pytest.mark.negative_control
 @pytest.mark.req("app:console-auth")
 async def test_the_page_check_catches_a_console_without_the_origin_check(
     start_app: StartApp, workspace: Workspace, fixture_server: FixtureServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = await start_app(TrustingApp, open_console=False)
+    app = await start_app(HostParts(console=WithoutOriginCheck), open_console=False)
     caplog.set_level(logging.WARNING, logger="host.server")
     outcome = await attack_from_a_page(app, workspace, fixture_server)
     with pytest.raises(AssertionError, match="the Page changed the backend"):

@@ -20,7 +20,7 @@ import pytest
 from aiohttp import web
 
 from fixtures_sites.server import FixtureServer
-from host.app import CONSOLE_NOT_A_PAGE, HostApp
+from host.app import CONSOLE_NOT_A_PAGE, HostApp, HostParts
 from host.server import COOKIE, ConsoleServer, EventLog
 from lab.cdp import CDPClient
 from lab.tap import CDPTap
@@ -70,11 +70,14 @@ async def browser_navigates(lab_cdp: CDPClient, target: str, url: str) -> None:
 # -- a granted client whose Page navigates to the console ------------------------------------------------------------
 
 
-class ConsoleAsPage(HostApp):
+class ReservesNothing(ConsoleServer):
     """Broken on purpose: reserves no origin, so the console's URL opens as a Page and a Page on it stays usable."""
 
     def reserved_origins(self) -> list[str]:
         return []
+
+
+CONSOLE_AS_PAGE = HostParts(console=ReservesNothing)
 
 
 async def navigate_to_the_console(
@@ -201,7 +204,7 @@ async def test_the_navigation_check_catches_a_host_that_lets_the_console_be_a_pa
     tap: CDPTap,
     backend: str,
 ) -> None:
-    app = await start_app(ConsoleAsPage, backend=backend)
+    app = await start_app(CONSOLE_AS_PAGE, backend=backend)
     console = await console_of(app)
     form, answers, _ = await navigate_to_the_console(app, console, fixture_server, lab_cdp, tap, backend)
     with pytest.raises(AssertionError, match=r"list_pages lists a Page showing the console|was served"):
@@ -254,7 +257,7 @@ async def test_opening_the_consoles_own_url_as_a_page_is_refused_by_every_spelli
 async def test_the_open_url_check_catches_a_host_that_opens_the_console_as_a_page(
     start_app: StartApp, console_of: Any
 ) -> None:
-    app = await start_app(ConsoleAsPage)
+    app = await start_app(CONSOLE_AS_PAGE)
     console = await console_of(app)
     status, _ = await open_through_the_console(console, console_spellings(app)[1])
     assert status == 200, "the broken host refused the console's URL: the check proves nothing"
@@ -320,10 +323,6 @@ class HeaderlessTrusted(ConsoleServer):
         return headerless or super().proven(request)
 
 
-class HeaderlessApp(HostApp):
-    console_class = HeaderlessTrusted
-
-
 async def test_a_process_with_the_secret_url_but_no_console_cookie_is_refused_on_every_api_route(
     start_app: StartApp, console_of: Any
 ) -> None:
@@ -342,7 +341,7 @@ async def test_a_process_with_the_secret_url_but_no_console_cookie_is_refused_on
 
 @pytest.mark.negative_control
 async def test_the_secret_url_check_catches_a_console_that_trusts_header_less_requests(start_app: StartApp) -> None:
-    app = await start_app(HeaderlessApp, open_console=False)
+    app = await start_app(HostParts(console=HeaderlessTrusted), open_console=False)
     local, nobody = await statuses_without_the_cookie(app), await asyncio.to_thread(as_nobody, app.console_url)
     with pytest.raises(AssertionError, match=r"no cookie got|second uid"):
         check_refused_everywhere(local, nobody)
@@ -364,10 +363,6 @@ class UnboundedLog(EventLog):
         self.bytes += len(self._entries[-1][2].encode())
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
-
-
-class UnboundedApp(HostApp):
-    event_log_class = UnboundedLog
 
 
 async def replayed(app: HostApp) -> list[dict[str, Any]]:
@@ -431,7 +426,7 @@ async def test_a_page_flooding_url_changes_leaves_one_pages_event_and_a_bounded_
 async def test_the_flood_check_catches_an_unbounded_event_log(
     start_app: StartApp, console_of: Any, fixture_server: FixtureServer, lab_cdp: CDPClient
 ) -> None:
-    app = await start_app(UnboundedApp)
+    app = await start_app(HostParts(event_log=UnboundedLog))
     console = await console_of(app)
     before = await flood(app, console, fixture_server, lab_cdp)
     with pytest.raises(AssertionError, match="Pages lists"):

@@ -523,18 +523,19 @@ class Console:
                 "Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, **extra}, session_id=self.session
             )
 
-    async def tick(self, selector: str) -> None:
-        """Tick a checkbox the way a user does: click, and look. A click can still miss if the Pages move between
-        the look and the press; the user then sees the box unticked and clicks again. `Input.dispatchMouseEvent`
-        returns once the page handled the click, so the box reads its new state at once. At most `TICK_ATTEMPTS`."""
-        checked = f"document.querySelector({json.dumps(selector)}).checked"
+    async def tick(self, selector: str, ticked: bool = True) -> None:
+        """Tick (or, `ticked=False`, untick) a checkbox the way a user does: click, and look. A click can still miss
+        if the Pages move between the look and the press; the user then sees the box unchanged and clicks again.
+        `Input.dispatchMouseEvent` returns once the page handled the click, so the box reads its new state at once.
+        At most `TICK_ATTEMPTS`."""
+        checked = f"document.querySelector({json.dumps(selector)}).checked === {json.dumps(ticked)}"
         for _ in range(TICK_ATTEMPTS):
-            if await self.evaluate(checked):  # a tick stays across sends: it may be ticked already
+            if await self.evaluate(checked):  # a tick stays across sends: it may be as wanted already
                 return
             await self.click(selector)
         if await self.evaluate(checked):
             return
-        raise AssertionError(f"console: {TICK_ATTEMPTS} clicks on {selector} did not tick it")
+        raise AssertionError(f"console: {TICK_ATTEMPTS} clicks on {selector} did not {'' if ticked else 'un'}tick it")
 
     async def type(self, selector: str, text: str) -> None:
         """Click into the field, then type `text` as keyboard input would insert it."""

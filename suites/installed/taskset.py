@@ -285,8 +285,15 @@ class Driver:
         )
 
     async def send(self, message: str, handles: list[str]) -> int:
-        """Tick the Pages, type the message, press Send; returns the index of the user's message in the history."""
+        """Tick the Pages (and untick any other: a tick stays across sends), type the message, press Send; returns
+        the index of the user's message in the history."""
         users = await self.console.evaluate("document.querySelectorAll('#history article.message').length")
+        ticked = await self.console.evaluate(
+            "[...document.querySelectorAll('#turn-pages input[data-page]:checked')].map(box => box.dataset.page)"
+        )
+        for handle in ticked:
+            if handle not in handles:
+                await self.console.tick(f'#turn-pages input[data-page="{handle}"]', ticked=False)
         for handle in handles:
             await self.console.tick(f'#turn-pages input[data-page="{handle}"]')
         await self.console.type("#message", message)

@@ -1,7 +1,8 @@
 """A sharded run (`make test SHARDS=N SHARD=i`, `make lab SHARDS=N SHARD=i`, `make report RESULTS=…`; docs/scale.md):
 the shards hold every test of the run exactly once, and their merged results are the unsharded run's.
 
-Shown with pytest-split's own plugin on `make lab`'s real collection for N = 2, 3 and 4 (`suites/shards.py`), and with
+Shown with pytest-split's own plugin on `make lab`'s real collection for N = 2, 3 and 4 (`suites/shards.py`, in the one
+child collection of that tree the ledger and the selection check read too: `suites.parity.inventory.collect`), and with
 real child pytests on a subset of fast tests, one after the other: the whole subset, then its two shards, split as the
 Makefile splits (`--splits 2 --group i --durations-path …`, the algorithm from pyproject.toml's addopts), their Allure
 results and cost figures merged by `lab.merge` as `make report` merges them. Shards that read different durations
@@ -22,8 +23,11 @@ import pytest
 
 from lab import costs, merge
 from lab.report import summarize
+from suites.harness import BACKENDS, once_per_run
+from suites.parity import inventory
+from suites.parity.inventory import INVENTORY
 from suites.selection import SUITE_BACKENDS
-from suites.shards import partition_problems
+from suites.shards import PROOF_SHARDS, partition_problems, unrecorded
 
 pytestmark = [pytest.mark.req("lab:shards"), pytest.mark.starts_early]
 
@@ -35,7 +39,6 @@ MAKEFILE_SHARDING = (
     "-p suites.shards --shards-record $(SHARD_DIR)/shard.json",
 )
 """The Makefile's shard options (its `split` function) and a lab shard's record; the runs here pass the same."""
-COLLECT_TIMEOUT = 300.0
 RUN_TIMEOUT = 120.0
 
 COSTED = (
@@ -79,21 +82,20 @@ def durations_without(source: Path, dropped: set[str], into: Path) -> Path:
 # -- the real collection ---------------------------------------------------------------------------------------------
 
 
-def test_for_two_three_and_four_shards_every_collected_test_is_in_exactly_one_shard_one_with_no_duration_too(
-    tmp_path: Path,
+async def test_for_two_three_and_four_shards_every_collected_test_is_in_exactly_one_shard_one_with_no_duration_too(
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
+    collect = lambda: inventory.collect(BACKENDS)  # noqa: E731 - the one producer every check of this tree shares
+    lab = await once_per_run(tmp_path_factory, INVENTORY, collect, inventory.COLLECT_TIMEOUT)
+    record = json.loads(lab)["shards"]  # the shared child's collection of make lab's tree, split by pytest-split
     committed = json.loads((DURATIONS / "make-lab.json").read_text(encoding="utf-8"))
-    dropped = set(sorted(committed)[::10])  # a tenth of the recorded tests as if they were new
-    durations = durations_without(DURATIONS / "make-lab.json", dropped, tmp_path / "durations.json")
-    out = tmp_path / "shards.json"
-    options = ["--shards-record", str(out), "--shards-of", "2,3,4", "--durations-path", str(durations)]
-    pytest_child(["suites", "--collect-only", *options], child_env(**{SUITE_BACKENDS: "all"}), COLLECT_TIMEOUT)
-    record = json.loads(out.read_text(encoding="utf-8"))
+    dropped = unrecorded(committed)
     collected: list[str] = record["tests"]
-    unrecorded = [test for test in collected if test not in json.loads(durations.read_text(encoding="utf-8"))]
-    assert len(unrecorded) >= len(collected) // 20, "the check needs tests without a recorded duration"
+    new = [test for test in collected if test not in committed or test in dropped]
+    assert len(new) >= len(collected) // 20, "the check needs tests without a recorded duration"
     kept = {test: committed[test] for test in collected if test in committed and test not in dropped}
     mean = sum(kept.values()) / len(kept)
+    assert sorted(record["split"]) == sorted(PROOF_SHARDS.split(","))
     for n, shards in record["split"].items():
         assert len(shards) == int(n)
         assert partition_problems(collected, shards) == []

@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 
 from suites.selection import SUITE_BACKENDS, every_suite_on_every_backend
+from suites.shards import proof_options
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = ROOT / "suites"
@@ -76,6 +77,8 @@ class Inventory:
     seconds: float = 0.0
 
 
+LAB_DURATIONS = Path(__file__).resolve().parents[1] / "durations" / "make-lab.json"
+"""`make lab`'s recorded durations (`make durations`), which its shards are split by."""
 INVENTORY = "req-inventory"
 """The name under which one run shares `collect()`'s answer between its workers and its checks (`once_per_run`)."""
 
@@ -164,29 +167,34 @@ def collect(backends: Sequence[str]) -> str:
     """Collect every test under suites/ on every backend in a child pytest, as `make lab` does: its inventory as
     JSON (`from_json`), so that xdist workers can share one collection (`suites.harness.once_per_run`). The same
     child records where each test runs (`suites/selection.py`, under "selection": `selection_of`), which the
-    selection check reads, so `make test` collects `make lab`'s tree once, not once per check."""
+    selection check reads, and how pytest-split shards it (`suites/shards.py`, under "shards"), which the shard
+    proof reads: `make test` collects `make lab`'s tree once, not once per check."""
     ignored = unjoined_modules(backends)
     started = time.monotonic()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))} | {SUITE_BACKENDS: "all"}
     with tempfile.TemporaryDirectory(prefix="req-inventory-") as tmp:
         out, where = Path(tmp) / "inventory.json", Path(tmp) / "selection.json"
+        sharding, split = proof_options(LAB_DURATIONS, Path(tmp))
         command = [
             sys.executable, "-m", "pytest", str(SUITES), "--collect-only", "-q", "-p", "no:cacheprovider",
             "-p", "suites.parity.inventory", "--req-inventory", str(out),
-            "-p", "suites.selection", "--selection-record", str(where),
+            "-p", "suites.selection", "--selection-record", str(where), *sharding,
         ]  # fmt: skip
         done = subprocess.run(
             command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=COLLECT_TIMEOUT, check=False
         )
-        if done.returncode != 0 or not out.exists() or not where.exists():
+        if done.returncode != 0 or not all(path.exists() for path in (out, where, split)):
             raise AssertionError(f"collecting suites/ failed ({done.returncode}):\n{done.stdout[-4000:]}{done.stderr}")
         raw = json.loads(out.read_text(encoding="utf-8"))
         selection = json.loads(where.read_text(encoding="utf-8"))
+        shards = json.loads(split.read_text(encoding="utf-8"))
     ignored_names = [str(p.relative_to(ROOT)) for p in ignored]
     # A backend's own module for a backend this lab does not run is outside the ledger, as `from_session` has it.
     raw = [r for r in raw if r["nodeid"].split("::")[0] not in ignored_names]
     seconds = time.monotonic() - started
-    return json.dumps({"items": raw, "ignored": ignored_names, "seconds": seconds, "selection": selection})
+    return json.dumps(
+        {"items": raw, "ignored": ignored_names, "seconds": seconds, "selection": selection, "shards": shards}
+    )
 
 
 def selection_of(text: str) -> str:
