@@ -29,17 +29,17 @@ from host.providers.base import Provider, ProviderError, ToolSpec
 from host.server import DEMO_TITLE, ConsoleServer, DemoServer, EventLog
 from host.serving import READY_TIMEOUT, MCPListeners, OwnerOnlyHTTP, StartError
 from host.settings import BACKENDS, HostSettings, InvalidSetting, SettingsStore, default_config_dir, validate
-from host.turns import Conversation, Refused, clip
+from host.turns import ConsoleRefusal, Conversation, clip
 from host.windows import SIDES, Rect, Side, WindowManager
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.browser import PrivateChromium
 from runtime.cdp import CDPError
-from runtime.client import HostedClient
 from runtime.models import Page
 from runtime.observation import OBSERVATION_TOKENS
-from runtime.registry.registry import UnknownPage, origin
+from runtime.registry.pages import UnknownPage, origin
 from runtime.service import Settings
 from runtime.startup import port_failure
+from runtime.transports.client import HostedClient
 
 DEMO_SCRIPT = Path(__file__).resolve().parent / "scripts" / "demo.json"
 DEMO_MESSAGE = "Please subscribe me to the newsletter on the demo Page."
@@ -251,11 +251,11 @@ class HostApp:
         """Open `url` as a new Page in a new window `placement` of the chat, inside the screen's work area (the
         chat moves or shrinks when both do not fit), and register it."""
         if placement not in SIDES:
-            raise Refused(f"placement is one of {', '.join(SIDES)}", 400)
+            raise ConsoleRefusal(f"placement is one of {', '.join(SIDES)}", 400)
         if len(url) > MAX_URL or not url.startswith(("http://", "https://")):
-            raise Refused(f"open an http:// or https:// URL (at most {MAX_URL} characters)", 400)
+            raise ConsoleRefusal(f"open an http:// or https:// URL (at most {MAX_URL} characters)", 400)
         if origin(url) in {origin(reserved) for reserved in self.console.reserved_origins()}:
-            raise Refused(CONSOLE_NOT_A_PAGE, 400)
+            raise ConsoleRefusal(CONSOLE_NOT_A_PAGE, 400)
         bounds = await self._slot(cast(Side, placement))
         target, window = await self.windows.open(url, bounds, background=True)
         return await self.runtime.registry.register(target, window, workspace="main")  # the feed follows it
@@ -327,7 +327,7 @@ class HostApp:
 
 class ConsoleAPI:
     """What each route of the console's API does to the app's parts (`host.server.ConsoleActions`), and the timers
-    that end the grants given there. Each raises `Refused` with a message for the user."""
+    that end the grants given there. Each raises `ConsoleRefusal` with a message for the user."""
 
     def __init__(self, app: HostApp) -> None:
         self.app = app
@@ -357,7 +357,7 @@ class ConsoleAPI:
         try:
             validate(backend, BACKENDS)
         except InvalidSetting as exc:
-            raise Refused(str(exc), 400) from None
+            raise ConsoleRefusal(str(exc), 400) from None
         self.app.runtime.service.settings.backend = backend
         self.publish_settings()
         try:
@@ -378,7 +378,7 @@ class ConsoleAPI:
         except UnknownPage:
             page = None
         if page is None or page.is_chat:
-            raise Refused(f"{clip(handle, 40)} is not a Page of this app", 404)
+            raise ConsoleRefusal(f"{clip(handle, 40)} is not a Page of this app", 404)
         registry.set_access(handle, enabled)
         self.app.pages.show()
 
@@ -388,7 +388,7 @@ class ConsoleAPI:
                 await self.app.set_screen(screen)
             await self.app.open_page(url, placement)
         except CDPError as exc:
-            raise Refused(f"the browser could not open it: {clip(exc, 200)}", 502) from None
+            raise ConsoleRefusal(f"the browser could not open it: {clip(exc, 200)}", 502) from None
 
     async def refresh_pages(self, screen: Rect | None = None) -> None:
         """Re-read the Pages (the console regained focus); `screen`: its work area, as the browser reports it."""

@@ -19,11 +19,11 @@ from mcp.types import CallToolResult, ImageContent, TextContent
 from host.cards import YOURS, Card, clip, describe_call, element_names, needs_you, words
 from host.providers.base import Entry, Image, ToolCall, ToolResult, ToolResults
 from runtime.capability.approval import ApprovalRequest, Binding
-from runtime.capability.host import Host, ProviderRequest
-from runtime.client import HostedClient
-from runtime.mcp.server import TOOL
+from runtime.capability.contexts import Host, ProviderRequest
 from runtime.models import Action, ComputerUseResult, as_text, from_text
-from runtime.registry.registry import PageRegistry, UnknownPage
+from runtime.registry.pages import PageRegistry, UnknownPage
+from runtime.transports.client import HostedClient
+from runtime.transports.mcp.server import TOOL
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ NAME = 60
 Kind = Literal["call", "allowed", "provider_error"]
 
 # `ref role "name"` of an observation's element lines (and of an act's changes, after `~ ` or `+ `).
-ELEMENT = re.compile(r'^(?:[~+] )?(?P<ref>[\w-]*\d) (?P<role>\S+)(?: "(?P<name>(?:[^"\\]|\\.)*)")?')
+ELEMENT_LINE_HEAD = re.compile(r'^(?:[~+] )?(?P<ref>[\w-]*\d) (?P<role>\S+)(?: "(?P<name>(?:[^"\\]|\\.)*)")?')
 CONCEPT = re.compile(r"\(([^()]{1,40})\)")
 
 NEEDS = {
@@ -51,7 +51,7 @@ def element_names(observation: str) -> dict[str, str]:
     """ref → the element's name (else its role), from an observation's element lines."""
     names: dict[str, str] = {}
     for line in observation.splitlines():
-        found = ELEMENT.match(line)
+        found = ELEMENT_LINE_HEAD.match(line)
         if found:
             names[found["ref"]] = (found["name"] or found["role"]).replace('\\"', '"')
     return names

@@ -26,7 +26,7 @@ from runtime.cli import port, positive
 from runtime.observation import OBSERVATION_TOKENS
 from runtime.startup import ProviderUnavailable, UsageError, cdp_endpoint, listening_socket
 
-DESCRIPTION = """\
+APP_DESCRIPTION = """\
 The host app: a chat console in its own browser window beside your Pages, a model provider, and the computer_use
 MCP tool on http://127.0.0.1:18100/mcp.
 
@@ -87,7 +87,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "app",
         help="the host app: a chat console beside your Pages, and the MCP tool on 127.0.0.1:18100",
-        description=DESCRIPTION,
+        description=APP_DESCRIPTION,
     )
     parser.add_argument(
         "--cdp-endpoint",

@@ -45,10 +45,10 @@ from host.settings import default_config_dir
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
 from runtime.cli import CommandParser
 from runtime.loopback import unix_peer_uid
-from runtime.mcp.server import TOOL, build_server
-from runtime.mcp.stdio import stdio_server
 from runtime.models import ComputerUseResult, as_text
 from runtime.reasons import ReasonCode
+from runtime.transports.mcp.server import TOOL, build_server
+from runtime.transports.mcp.stdio import stdio_server
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +59,12 @@ MCP_TIMEOUT = 30.0
 MCP_READ_TIMEOUT = 300.0
 """Seconds an MCP response may take (the SDK's default read timeout: a response stream may stay open)."""
 
-INSTRUCTIONS = (
+GRANT_INSTRUCTIONS = (
     "Browser control limited to the Pages the user granted this client in the computer-use console. One tool, "
     "computer_use: list_pages, then observe a Page, act once per call with the latest frame_id, verify with an "
     "assertion. Without a grant every call is invalid_capability: ask the user to grant access in the console."
 )
-DESCRIPTION = """\
+CONNECT_DESCRIPTION = """\
 The computer_use tool for an MCP client of your own (Claude Code, Cursor, VS Code, the MCP Inspector), through a
 grant the person gives in the console of `computer-use app`. The client launches it as its stdio MCP server:
 
@@ -396,7 +396,7 @@ def build_bridge_server(bridge: Bridge, tools: list[Tool]) -> Server[Any]:
     async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
         return await bridge.call(client_name(ctx), params.name, dict(params.arguments or {}))
 
-    return Server("computer-use", instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server("computer-use", instructions=GRANT_INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 async def serve(config_dir: Path, bridge_class: type[Bridge] = Bridge) -> int:
@@ -426,7 +426,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "connect",
         help="stdio MCP server for an MCP client of your own: the computer_use tool through the user's grant",
-        description=DESCRIPTION,
+        description=CONNECT_DESCRIPTION,
     )
     add_arguments(parser)
     parser.set_defaults(func=run)
@@ -440,7 +440,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = CommandParser(prog="computer-use connect", description=DESCRIPTION)
+    parser = CommandParser(prog="computer-use connect", description=CONNECT_DESCRIPTION)
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

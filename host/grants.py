@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from host.turns import Refused, clip
-from runtime.capability.host import Host, Turn
+from host.turns import ConsoleRefusal, clip
+from runtime.capability.contexts import Host, Turn
 from runtime.models import Page
-from runtime.registry.registry import PageRegistry, UnknownPage
+from runtime.registry.pages import PageRegistry, UnknownPage
 
 BOUNDS = ("revoke", "time", "page")
 """until revoked, for a time limit, until a granted Page changes."""
@@ -125,19 +125,19 @@ class GrantStore:
     def grant(self, pairing_id: str, pages: list[str], bound: str, minutes: float | None = None) -> Grant:
         pairing = self._pairing(pairing_id)
         if pairing.denied:
-            raise Refused(f"{pairing.client} was denied; start it again to let it ask again.", 409)
+            raise ConsoleRefusal(f"{pairing.client} was denied; start it again to let it ask again.", 409)
         if bound not in BOUNDS:
-            raise Refused(f"a grant lasts until one of: {', '.join(BOUNDS)}", 400)
+            raise ConsoleRefusal(f"a grant lasts until one of: {', '.join(BOUNDS)}", 400)
         handles = list(dict.fromkeys(pages))
         if not handles:
-            raise Refused("Tick at least one Page to grant.", 400)
+            raise ConsoleRefusal("Tick at least one Page to grant.", 400)
         for handle in handles:
             if not self._grantable(handle):
-                raise Refused(f"{clip(handle, 40)} is not an open Page you can grant.", 400)
+                raise ConsoleRefusal(f"{clip(handle, 40)} is not an open Page you can grant.", 400)
         expires_at = until = None
         if bound == "time":
             if not isinstance(minutes, int | float) or isinstance(minutes, bool) or not 0 < minutes <= MAX_MINUTES:
-                raise Refused(f"A time limit is 1 to {MAX_MINUTES} minutes.", 400)
+                raise ConsoleRefusal(f"A time limit is 1 to {MAX_MINUTES} minutes.", 400)
             expires_at = self.clock() + minutes * 60
             until = time.time() + minutes * 60
         self._end(pairing, "")
@@ -152,7 +152,7 @@ class GrantStore:
     def revoke(self, pairing_id: str) -> None:
         pairing = self._pairing(pairing_id)
         if pairing.grant is None:
-            raise Refused(f"{pairing.client or UNNAMED} has no access to revoke.", 409)
+            raise ConsoleRefusal(f"{pairing.client or UNNAMED} has no access to revoke.", 409)
         self._end(pairing, "revoked")
         self.show()
 
@@ -231,7 +231,7 @@ class GrantStore:
     def _pairing(self, pairing_id: object) -> Pairing:
         pairing = self.pairings.get(pairing_id) if isinstance(pairing_id, str) else None
         if pairing is None or not pairing.client:
-            raise Refused("That client is no longer connected.", 404)
+            raise ConsoleRefusal("That client is no longer connected.", 404)
         return pairing
 
     def _grantable(self, handle: str) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 from host.cards import clip
 from runtime.cdp import CDPError
 from runtime.models import Page
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 
 TITLE_READS = 100
 TITLE_INTERVAL = 0.1

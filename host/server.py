@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from host.turns import Refused
+from host.turns import ConsoleRefusal
 from host.windows import Rect
 from runtime.listeners import BACKLOG, BoundedAppRunner
 
@@ -86,7 +86,7 @@ TAIL = web.RequestKey("tail", str)
 
 
 class ConsoleActions(Protocol):
-    """What the console's API asks the app to do. Each raises `Refused` with a message for the user."""
+    """What the console's API asks the app to do. Each raises `ConsoleRefusal` with a message for the user."""
 
     async def send_message(self, text: str, pages: list[str]) -> None: ...
 
@@ -366,7 +366,7 @@ class ConsoleServer:
                 return _json({"error": "the body is not a JSON object"}, 400)
             try:
                 await self._routes[tail](body)
-            except Refused as refusal:
+            except ConsoleRefusal as refusal:
                 return _json({"error": str(refusal)}, refusal.status)
             return _json({"ok": True})
         return web.Response(status=404 if request.method in ("GET", "POST") else 405, headers=HEADERS)
@@ -396,13 +396,13 @@ class ConsoleServer:
     async def _message(self, body: dict[str, Any]) -> None:
         text, pages = body.get("text"), body.get("pages", [])
         if not isinstance(text, str) or not isinstance(pages, list) or not all(isinstance(p, str) for p in pages):
-            raise Refused("a message is {text: string, pages: [handle, ...]}", 400)
+            raise ConsoleRefusal("a message is {text: string, pages: [handle, ...]}", 400)
         await self.actions.send_message(text, pages)
 
     async def _decide(self, body: dict[str, Any]) -> None:
         decision = body.get("decision")
         if decision not in ("continue", "allow", "stop", "retry"):
-            raise Refused("decision is continue, allow, stop or retry", 400)
+            raise ConsoleRefusal("decision is continue, allow, stop or retry", 400)
         await self.actions.decide(decision)
 
     async def _new_chat(self, body: dict[str, Any]) -> None:
@@ -411,19 +411,19 @@ class ConsoleServer:
     async def _settings(self, body: dict[str, Any]) -> None:
         backend = body.get("backend")
         if not isinstance(backend, str):
-            raise Refused("settings are {backend: string}", 400)
+            raise ConsoleRefusal("settings are {backend: string}", 400)
         await self.actions.set_backend(backend)
 
     async def _access(self, body: dict[str, Any]) -> None:
         page, enabled = body.get("page"), body.get("enabled")
         if not isinstance(page, str) or not isinstance(enabled, bool):
-            raise Refused("access is {page: handle, enabled: boolean}", 400)
+            raise ConsoleRefusal("access is {page: handle, enabled: boolean}", 400)
         await self.actions.set_access(page, enabled)
 
     async def _open(self, body: dict[str, Any]) -> None:
         url, placement = body.get("url"), body.get("placement", "right")
         if not isinstance(url, str) or not isinstance(placement, str):
-            raise Refused("open is {url: string, placement: left|right|above|below, screen?}", 400)
+            raise ConsoleRefusal("open is {url: string, placement: left|right|above|below, screen?}", 400)
         await self.actions.open_url(url, placement, _screen(body))
 
     async def _refresh(self, body: dict[str, Any]) -> None:
@@ -438,19 +438,21 @@ class ConsoleServer:
             or not isinstance(bound, str)
             or not (minutes is None or (isinstance(minutes, int | float) and not isinstance(minutes, bool)))
         ):
-            raise Refused("a grant is {client: id, pages: [handle, ...], bound: revoke|time|page, minutes?}", 400)
+            raise ConsoleRefusal(
+                "a grant is {client: id, pages: [handle, ...], bound: revoke|time|page, minutes?}", 400
+            )
         await self.actions.grant_access(client, pages, bound, minutes)
 
     async def _revoke(self, body: dict[str, Any]) -> None:
         client = body.get("client")
         if not isinstance(client, str):
-            raise Refused("revoke is {client: id}", 400)
+            raise ConsoleRefusal("revoke is {client: id}", 400)
         await self.actions.revoke_access(client)
 
     async def _deny(self, body: dict[str, Any]) -> None:
         client = body.get("client")
         if not isinstance(client, str):
-            raise Refused("deny is {client: id}", 400)
+            raise ConsoleRefusal("deny is {client: id}", 400)
         await self.actions.deny_access(client)
 
 
@@ -467,10 +469,10 @@ def _screen(body: dict[str, Any]) -> Rect | None:
         return None
     values = [screen.get(key) if isinstance(screen, dict) else None for key in SCREEN_KEYS]
     if not all(isinstance(v, int) and not isinstance(v, bool) and abs(v) <= SCREEN_RANGE for v in values):
-        raise Refused("screen is {availLeft, availTop, availWidth, availHeight}: integers (pixels)", 400)
+        raise ConsoleRefusal("screen is {availLeft, availTop, availWidth, availHeight}: integers (pixels)", 400)
     left, top, width, height = values
     if width < MIN_SCREEN or height < MIN_SCREEN:  # type: ignore[operator]
-        raise Refused(f"a screen's work area is at least {MIN_SCREEN}×{MIN_SCREEN} pixels", 400)
+        raise ConsoleRefusal(f"a screen's work area is at least {MIN_SCREEN}×{MIN_SCREEN} pixels", 400)
     return Rect(left, top, width, height)  # type: ignore[arg-type]
 
 

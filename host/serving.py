@@ -20,8 +20,8 @@ from mcp.server import MCPServer
 
 from runtime.listeners import BACKLOG, BoundedH11Protocol, ensure_descriptors
 from runtime.loopback import unix_peer_uid
-from runtime.mcp.http import ASGIApp, bounded_config, http_app
 from runtime.startup import StartupFailure, port_failure
+from runtime.transports.mcp.http import ASGIApp, bounded_config, http_app
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.app import installed_backends
+from runtime.assembly import installed_backends
 
 BACKENDS = installed_backends()
 """The backends the settings may name (the installed ones), in the order the console lists them; the first is the

@@ -37,9 +37,9 @@ from host.providers.base import (
     Usage,
     UserText,
 )
-from runtime.capability.host import Host, Turn
-from runtime.client import HostedClient
-from runtime.registry.registry import PageRegistry, UnknownPage
+from runtime.capability.contexts import Host, Turn
+from runtime.registry.pages import PageRegistry, UnknownPage
+from runtime.transports.client import HostedClient
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ MAX_REPLY_TEXT = 64_000
 ProviderFactory = Callable[[], Provider]
 
 
-class Refused(Exception):
+class ConsoleRefusal(Exception):
     """The user's request cannot be done now; the message says why (shown in the console's notice)."""
 
     def __init__(self, message: str, status: int = 409) -> None:
@@ -132,19 +132,19 @@ class Conversation:
     def send(self, text: str, pages: Sequence[str]) -> None:
         """Start a turn with this message, on these Pages (handles the user ticked). Refused while a turn runs."""
         if self._task is not None and not self._task.done():
-            raise Refused(
+            raise ConsoleRefusal(
                 f"A turn is still {self._state_words()}: your message was not sent (it is still in the box). "
                 "Wait for the turn to end, or stop it, then send again."
             )
         text = text.strip()
         if not text:
-            raise Refused("Write a message first.", status=400)
+            raise ConsoleRefusal("Write a message first.", status=400)
         if len(text) > MAX_MESSAGE:
-            raise Refused(f"The message is longer than {MAX_MESSAGE} characters.", status=413)
+            raise ConsoleRefusal(f"The message is longer than {MAX_MESSAGE} characters.", status=413)
         handles = list(dict.fromkeys(pages))
         for handle in handles:
             if not self._usable(handle):
-                raise Refused(f"{clip(handle, 40)} is not an open Page you can tick.", status=400)
+                raise ConsoleRefusal(f"{clip(handle, 40)} is not an open Page you can tick.", status=400)
         turn = self._host.start_turn(handles)
         self.transcript.append(UserText(text))
         self._emit({"type": "notice", "cause": "turn", "text": ""})  # what the last turn left to say is past
@@ -158,7 +158,7 @@ class Conversation:
         if self.state == "needs_user" and self.calls.offer is not None:
             allowed = (*allowed, "allow")
         if decision not in allowed or self._decision is None or self._decision.done():
-            raise Refused(f"Nothing to {decision} now: the turn is {self.state}.")
+            raise ConsoleRefusal(f"Nothing to {decision} now: the turn is {self.state}.")
         self._decision.set_result(decision)
 
     def chat_closed(self) -> None:
@@ -191,7 +191,7 @@ class Conversation:
         """Start a new chat: an empty transcript and, when given, another provider (the old one is closed). The
         evaluation runner (`host.evals`) asks each question in a chat of its own. Refused while a turn runs."""
         if self.busy:
-            raise Refused(f"A turn is still {self._state_words()}: the chat cannot start over now.")
+            raise ConsoleRefusal(f"A turn is still {self._state_words()}: the chat cannot start over now.")
         if provider is not None and provider is not self._provider:
             if self._provider is not None:
                 await self._provider.close()

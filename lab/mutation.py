@@ -131,11 +131,11 @@ GROUPS: tuple[Group, ...] = (
     ),
     Group(
         "reads",
-        ("runtime/commit.py", "runtime/probe.py"),
+        ("runtime/reading/commit.py", "runtime/reading/probe.py"),
         (
-            "runtime.commit.*",
-            *_methods("runtime.probe", "PageProbe", "structure", "ax_nodes", "query_ax", "is_visible"),
-            *_functions("runtime.probe", "_role", "ax_property"),
+            "runtime.reading.commit.*",
+            *_methods("runtime.reading.probe", "PageProbe", "structure", "ax_nodes", "query_ax", "is_visible"),
+            *_functions("runtime.reading.probe", "_role", "ax_property"),
         ),
         (
             "suites/unit/test_commit_reads.py",
@@ -147,7 +147,7 @@ GROUPS: tuple[Group, ...] = (
     ),
     Group(
         "sessions",
-        ("runtime/sessions.py", "runtime/session.py"),
+        ("runtime/sessions.py", "runtime/computer_session.py"),
         (
             *_methods(
                 "runtime.sessions",
@@ -165,7 +165,7 @@ GROUPS: tuple[Group, ...] = (
                 "_on_registry_change",
                 "_end",
             ),
-            *_methods("runtime.session", "ComputerSession", "invalidate", "new_frame"),
+            *_methods("runtime.computer_session", "ComputerSession", "invalidate", "new_frame"),
         ),
         (
             "suites/unit/test_session_binding.py",
@@ -175,8 +175,8 @@ GROUPS: tuple[Group, ...] = (
     ),
     Group(
         "observation",
-        ("runtime/observation.py",),
-        ("runtime.observation.*",),
+        ("runtime/observation.py", "runtime/text.py"),
+        ("runtime.observation.*", "runtime.text.*"),
         (
             "suites/unit/test_observation_rendering.py",
             "suites/unit/test_relation_and_rendering.py",

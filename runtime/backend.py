@@ -138,7 +138,7 @@ class Backend(Protocol):
     screenshot_fallback: bool
     """True when the backend's observation is page structure and refs plus "one viewport screenshot when semantic
     location is not enough" (the spec's open_claude_chrome): an `observe` whose Page shows a drawn surface in its
-    viewport (`runtime/viewport.py` `DRAWN_JS`, the runtime's probe decides) carries one screenshot without
+    viewport (`runtime/reading/viewport.py` `DRAWN_JS`, the runtime's probe decides) carries one screenshot without
     `detail=visual`. An act's re-observation never does."""
     diagnoses: bool
     """True when the backend reads the bound Page's console errors and failed requests (`diagnostics`); the runtime

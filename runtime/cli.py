@@ -10,10 +10,11 @@ SIGINT and SIGTERM (what `timeout`, systemd, containers and MCP clients send) bo
 transport ends, the runtime closes its backend sessions (their child processes), a launched Chromium's process
 group is ended and its profile removed, and the exit status is 0.
 
-Over stdio every request line gets an answer, even one the SDK's own transport would drop (see `runtime.mcp.stdio`).
+Over stdio every request line gets an answer, even one the SDK's own transport would drop (see
+`runtime.transports.mcp.stdio`).
 
-Over HTTP on anything but loopback it also needs `--allow-remote` and a bearer token (see `runtime.mcp.http`);
-with a token configured, every request without `Authorization: Bearer <token>` gets 401.
+Over HTTP on anything but loopback it also needs `--allow-remote` and a bearer token (see
+`runtime.transports.mcp.http`); with a token configured, every request without `Authorization: Bearer <token>` gets 401.
 
 Other packages add subcommands through the entry-point group `computer_use.commands`: each entry point is a
 function `register(subparsers) -> None` that adds its parser and sets `func(args) -> int` on it (the host app's
@@ -38,14 +39,14 @@ from importlib.metadata import entry_points, version
 from pathlib import Path
 from typing import Any, NoReturn
 
-from runtime.app import Runtime, installed_backends
+from runtime.assembly import Runtime, installed_backends
 from runtime.browser import CHROMIUM_ENV, PrivateChromium
 from runtime.endpoint import HEADERS_ENV, BrowserEndpoint, HeaderError, headers_from
-from runtime.mcp.http import TOKEN_ENV, ExposureRefused, check_exposure, read_token, serve_http
-from runtime.mcp.stdio import run_stdio
 from runtime.observation import OBSERVATION_TOKENS
 from runtime.service import Settings
 from runtime.startup import EXIT_STATUSES, StartupFailure, UsageError, cdp_endpoint, listening_socket
+from runtime.transports.mcp.http import TOKEN_ENV, ExposureRefused, check_exposure, read_token, serve_http
+from runtime.transports.mcp.stdio import run_stdio
 
 DISTRIBUTION = "computer-use-lab"
 """The installed distribution whose version `--version` prints."""

@@ -8,10 +8,10 @@ light children assigned to it (its own children only when none is), and the rest
 shown at all. Measured on Chromium 156: `body.innerText` omits shadow text and puts slotted text where the light DOM
 has it, not where its slot shows it.
 
-`COMPOSED` is one small walker in JavaScript, composed into every expression that reads the Page (`runtime/probe.py`
-for the text and the structure, `runtime/commit.py` for the element a write goes through), so the readers cannot
-disagree on what is on the Page. Closed shadow roots are not reachable by a page's script, nor by this walker.
-Bounded: at most `MAX_NODES` nodes visited per read and `MAX_ANCESTORS` steps up.
+`COMPOSED` is one small walker in JavaScript, composed into every expression that reads the Page
+(`runtime/reading/probe.py` for the text and the structure, `runtime/reading/commit.py` for the element a write goes
+through), so the readers cannot disagree on what is on the Page. Closed shadow roots are not reachable by a page's
+script, nor by this walker. Bounded: at most `MAX_NODES` nodes visited per read and `MAX_ANCESTORS` steps up.
 """
 
 from __future__ import annotations

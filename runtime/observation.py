@@ -6,19 +6,10 @@ brackets around it cost one more o200k token per element (`[b`, `ft`, `61`, `]` 
 text can never start a line anyway. A continuation (`offset`) repeats neither url nor title: the frame's first read
 gave them. One observation is capped (`Settings.observation_tokens`, about 2,000 tokens, estimated by `estimate`):
 what does not fit stays reachable, `next_offset` continues the same frame's element list, in the frame's order (the
-elements in the viewport first when they do not all fit: `runtime/viewport.py`).
+elements in the viewport first when they do not all fit: `runtime/reading/viewport.py`).
 
-Untrusted content: every string a page controls (names, values, url, title, text, previews, assertion failures)
-goes through `clean` before an agent reads it, so none can start a line, close a quote, or break the transport:
-- lone UTF-16 surrogates (a title set by script to "\\ud800") and undecodable bytes become U+FFFD, so every result
-  encodes as UTF-8 (JSON over stdio and HTTP);
-- C0/C1 controls, U+2028/U+2029 and other line breaks become spaces and runs of whitespace one space: page text
-  never starts a line of its own;
-- invisible format characters (bidi controls, zero-width spaces, BOM, Unicode tag characters) are dropped: they can
-  reorder or hide what a reader sees;
-- `‹` and `›` become `<` and `>`: the two are the runtime's own, for the cut marker `‹+N›` (N more characters were
-  cut), so a page can neither pass a cut string off as whole nor whole text as cut (4 o200k tokens; `⟦+N⟧` costs 8);
-- inside a quoted name or value (`quote`), `\\` and `"` are escaped, so `Save" checked` stays one name.
+Untrusted content: every string a page controls goes through `runtime/text.py` (`clean`, `quote`) before an
+agent reads it.
 A `detail=diagnostics` observation adds the Page's latest console errors and failed requests, each a `- ` line of
 quoted, cleaned, cut strings inside the frame's marker lines; a request's url loses its credentials, query string
 and fragment (where tokens travel), and no header, cookie or body is ever read.
@@ -30,25 +21,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # a leaf module: models import `clean`, and the backend contract imports the models
-    from runtime.backend import Diagnostics, Element, Region, Snapshot
-    from runtime.delta import Delta
-    from runtime.scope import Scope
+from runtime.backend import Diagnostics, Element, Region, Snapshot
+from runtime.delta import Delta
+from runtime.scope import Scope
+from runtime.text import CUT, NAME_CHARS, ROLE_CHARS, TITLE_CHARS, URL_CHARS, VALUE_CHARS, clean, quote, quoted
 
-NAME_CHARS = 60
-VALUE_CHARS = 40
-ROLE_CHARS = 32
-URL_CHARS = 500
-TITLE_CHARS = 200
-PREVIEW_CHARS = 160
 DIAGNOSTIC_CHARS = 160
 """Characters of one console error, or of one failed request's url, in a diagnostics observation."""
 DIAGNOSTIC_ENTRIES = 10
 """Console errors, and failed requests, shown at most (the latest; the totals are said)."""
-FAILURE_CHARS = 200
-"""Characters of a page's url, title, name or value quoted in a verification failure."""
 TEXT_CHARS = {"interactive": 600, "full": 6000}
 OBSERVATION_TOKENS = 2000
 """The default cap of one observation (`Settings.observation_tokens`), in estimated tokens."""
@@ -60,56 +42,9 @@ so the estimate is above the real count for them (a cap of 2,000 is ≈ 1,700 re
 of digits or hex runs nearer 1.2 bytes per token; a page can make its own observation dearer, never longer than
 the characters its fields are cut to."""
 
-CUT = "‹+{}›"
-
-_BREAKS = [*range(0x00, 0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]
-_INVISIBLE = [
-    0x00AD,  # soft hyphen
-    0x061C,  # Arabic letter mark
-    0x180E,  # Mongolian vowel separator
-    0x200B,  # zero-width space (ZWNJ and ZWJ stay: scripts and emoji need them)
-    0x200E,  # LRM
-    0x200F,  # RLM
-    *range(0x202A, 0x202F),  # LRE, RLE, PDF, LRO, RLO
-    *range(0x2060, 0x2065),  # word joiner, invisible operators
-    *range(0x2066, 0x2070),  # LRI, RLI, FSI, PDI and the deprecated format characters
-    0xFEFF,  # BOM / zero-width no-break space
-    *range(0xFFF9, 0xFFFC),  # interlinear annotation
-    *range(0xE0000, 0xE0080),  # tag characters: invisible ASCII look-alikes
-]
-_TABLE: dict[int, str | None] = {
-    **dict.fromkeys(_BREAKS, " "),
-    **dict.fromkeys(_INVISIBLE),
-    ord("‹"): "<",
-    ord("›"): ">",
-}
 _ROLE = re.compile(r"[^\w-]")
 _STATUS = re.compile(r"[^\w:.-]")
 _CREDENTIALS = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
-
-
-def well_formed(text: str) -> str:
-    """`text` with every lone surrogate (from a page's UTF-16, or bytes decoded with `surrogateescape`) as U+FFFD,
-    and split pairs joined: it encodes as UTF-8."""
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
-def clean(text: str, limit: int) -> str:
-    """`text` as an agent may read it: valid Unicode, one line, nothing invisible, at most `limit` characters
-    followed by the cut marker `‹+N›` when longer. Cut on code points, after cleaning."""
-    text = " ".join(well_formed(text).translate(_TABLE).split())
-    if len(text) > limit:
-        text = text[:limit] + CUT.format(len(text) - limit)
-    return text
-
-
-def quote(text: str, limit: int) -> str:
-    """`clean(text)` in double quotes, `\\` and `"` escaped (after the cut, so a cut cannot split an escape)."""
-    return _quoted(clean(text, limit))
-
-
-def _quoted(cleaned: str) -> str:
-    return '"' + cleaned.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def estimate(text: str) -> int:
@@ -122,7 +57,7 @@ def element_line(element: Element) -> str:
     line = f"{element.ref} {role}"
     name = clean(element.name, NAME_CHARS)
     if name:
-        line += " " + _quoted(name)
+        line += " " + quoted(name)
     if element.value:
         line += " =" + quote(element.value, VALUE_CHARS)
     if element.checked is not None:
@@ -171,10 +106,8 @@ def render(
     A first read that does not fit names the largest regions on a `regions` line, so the model can read one of
     them (`within`) instead of paging through everything.
 
-    A frame's view (`runtime.session.View`) carries the frame's nonce, and its text is framed by the marker lines;
-    a bare backend Snapshot (a backend's own tests) renders without them."""
-    from runtime.scope import Scope  # it reads `clean` from here
-
+    A frame's view (`runtime.computer_session.View`) carries the frame's nonce, and its text is framed by the marker
+    lines; a bare backend Snapshot (a backend's own tests) renders without them."""
     whole = scope or Scope()
     positions = whole.positions(snapshot, order)
     text = whole.text(snapshot, positions)
@@ -250,7 +183,7 @@ def region_item(region: Region, count: bool = True) -> str:
     item = f"{region.ref} {role}"
     name = clean(region.name, NAME_CHARS)
     if name:
-        item += " " + _quoted(name)
+        item += " " + quoted(name)
     return item + (f" {region.end - region.start}" if count else "")
 
 

@@ -26,7 +26,7 @@ until the Page has answered it (the move is delivered with the Page's next frame
 policy's accessibility lookup answers within it); the policy's own reads before and after it are `policy`."""
 call_marks: ContextVar[list[tuple[str, float]] | None] = ContextVar("computer_use_phase_marks", default=None)
 call_progress: ContextVar[Callable[[str], None] | None] = ContextVar("computer_use_progress", default=None)
-"""Told each phase the current call reaches, when its client asked for progress (`runtime.mcp.progress`)."""
+"""Told each phase the current call reaches, when its client asked for progress (`runtime.transports.mcp.progress`)."""
 
 
 def mark(phase: str) -> None:

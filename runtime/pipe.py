@@ -54,17 +54,17 @@ UNIX_PREFIX = "unix:"
 """How an endpoint served on a Unix socket is written: `unix:/path/cdp.sock`."""
 HOST = "chromium.invalid"
 """The host name in every URL the broker hands out (`.invalid` is reserved: it never resolves)."""
-SOCKET_NAME = "cdp.sock"
+CDP_SOCKET_NAME = "cdp.sock"
 CALL_TIMEOUT = 10.0
 """Bound on each of the broker's own calls (the version, the target list, attaching a client)."""
 
 UNKNOWN_SESSION = {"code": -32001, "message": "Session with given id not found."}
 """Chromium's own answer to a command on a session it does not know; a client naming another's session gets it."""
-ANSWER_HEAD = re.compile(r'\{"id":(\d+),')
+ID_HEAD = re.compile(r'\{"id":(\d+),')
 SESSION_TAIL = re.compile(r',"sessionId":"([^"]+)"\}$')
 """Chromium writes a message's `sessionId` last. At the very end of a JSON object, `,"sessionId":"…"}` can only be
 a top-level member (an unescaped quote cannot sit inside a string): routing reads it there without a parse."""
-TAIL = 128
+SESSION_TAIL_CHARS = 128
 """How much of a message's end `session_tail` reads (a session id is 32 hex digits): a long answer is never scanned."""
 TRACKED = ('{"method":"Target.attachedToTarget"', '{"method":"Target.detachedFromTarget"')
 
@@ -85,7 +85,7 @@ def http_session(endpoint: str, timeout: aiohttp.ClientTimeout | None = None) ->
 
 def session_tail(text: str) -> tuple[str, int] | None:
     """The message's top-level `sessionId` and where its member starts, read from the end; None if it has none."""
-    start = max(len(text) - TAIL, 0)
+    start = max(len(text) - SESSION_TAIL_CHARS, 0)
     found = SESSION_TAIL.search(text, start)
     return (found.group(1), found.start()) if found else None
 
@@ -195,7 +195,7 @@ class PipeBroker:
     def __init__(self, pipe: Pipe, directory: Path) -> None:
         """`directory`: a fresh 0700 directory this user owns (the socket goes there); the caller removes it."""
         self.pipe = pipe
-        self.path = directory / SOCKET_NAME
+        self.path = directory / CDP_SOCKET_NAME
         self.browser_id = str(uuid.uuid4())
         self.closed = asyncio.Event()
         """Set once Chromium has closed the pipe (it exited) or the broker was closed."""
@@ -425,7 +425,7 @@ class PipeBroker:
                 self._release(client, detach=False)
 
     def _dispatch(self, text: str) -> None:
-        head = ANSWER_HEAD.match(text)
+        head = ID_HEAD.match(text)
         if head is not None:
             self._on_answer(text, head)
             return

@@ -5,7 +5,7 @@ button while hovered (CSS `:hover`), a button renames itself on `pointerover`. R
 judge what was there before and the press would land on what the move revealed. So the runtime moves the pointer
 itself first, through its own CDP session on the bound target (`Input.dispatchMouseEvent`, `mouseMoved` only: no
 press, no focus call, nothing on another Page), lets the Page answer for a rendering frame, and only then reads
-what a click would commit (runtime/commit.py). The backend's own move to the same point then changes nothing.
+what a click would commit (runtime/reading/commit.py). The backend's own move to the same point then changes nothing.
 
 The press point of a ref is computed the way the backends press: the live element (the frame's role and name, in
 the top document) scrolled into view if it is not, then the centre of its first content quad. Once the pointer is
@@ -23,12 +23,12 @@ from typing import Any
 
 from runtime.backend import Element
 from runtime.cdp import CDPError
-from runtime.commit import AT_POINT, aim, live
 from runtime.models import Action
 from runtime.phases import mark
-from runtime.probe import FrameContext, PageProbe
+from runtime.reading.commit import AT_POINT, aim, live
+from runtime.reading.probe import FrameContext, PageProbe
 
-ANSWER = """new Promise(done => {
+POINTER_ANSWER_JS = """new Promise(done => {
   const settle = () => Promise.all(document.getAnimations()
     .filter(a => a.playState === 'running' && Number.isFinite(a.effect?.getComputedTiming().endTime))
     .map(a => a.finished.catch(() => null))).then(done);
@@ -46,9 +46,9 @@ FIRST_FRAME = (
     "globalThis.computerUseFirstFrame = new Promise(done => {"
     " requestAnimationFrame(() => done(true)); setTimeout(() => done(false), 100); }), true"
 )
-"""The first of the two frames of `ANSWER`, asked for before the move is sent, so that it is the frame the move is
-delivered in (Chromium delivers a pointer move with the next frame, before its animation-frame callbacks) or the one
-after it; held in the probe's isolated world, which the Page's scripts cannot see. At most 100 ms."""
+"""The first of the two frames of `POINTER_ANSWER_JS`, asked for before the move is sent, so that it is the frame the
+move is delivered in (Chromium delivers a pointer move with the next frame, before its animation-frame callbacks) or
+the one after it; held in the probe's isolated world, which the Page's scripts cannot see. At most 100 ms."""
 SECOND_FRAME = """new Promise(done => {
   let framed = false;
   const frame = () => {
@@ -63,8 +63,8 @@ SECOND_FRAME = """new Promise(done => {
   setTimeout(frame, 100);
   setTimeout(() => done(true), 750);
 })"""
-"""The rest of `ANSWER`: the second frame, then the transitions running then; true when it waited for any (or for
-its bound), so what the accessibility tree said during that frame may be out of date."""
+"""The rest of `POINTER_ANSWER_JS`: the second frame, then the transitions running then; true when it waited for any
+(or for its bound), so what the accessibility tree said during that frame may be out of date."""
 FRAME_WAIT = 1.0
 """Seconds the Page's answer gets at most."""
 
@@ -155,7 +155,7 @@ async def rest_on(
 
 
 async def answered(probe: PageProbe, frame: FrameContext, element: Element) -> list[dict[str, Any]]:
-    """The Page's answer to the pointer (`ANSWER`: the frame asked for before the move, then one more and the
+    """The Page's answer to the pointer (`POINTER_ANSWER_JS`: the frame asked for before the move, then one more and the
     transitions running then), and the live elements with the element's role and name once it has answered. The
     accessibility lookup waits for the Page's next rendering update anyway, so it is sent with the second frame's
     wait and answers with that frame, after the Page's callbacks of it; only when transitions were still running
@@ -214,7 +214,7 @@ async def _move(probe: PageProbe, frame: FrameContext, x: float, y: float) -> No
 
 
 async def _answer(probe: PageProbe, frame: FrameContext) -> None:
-    await _frames(probe, frame, ANSWER)
+    await _frames(probe, frame, POINTER_ANSWER_JS)
 
 
 async def _frames(probe: PageProbe, frame: FrameContext, expression: str) -> bool:

@@ -1,10 +1,10 @@
 """When a write must go to the user instead (`needs_user`): login, CAPTCHA, payment, sensitive or irreversible
 commits, and navigation to an origin the user did not authorize.
 
-Decided from the runtime's own reads a moment before the input (runtime/probe.py for the Page's structure in every
-frame, runtime/commit.py for the element the write goes through and what it commits), never from the frame the agent
-saw and never from instructions the page gives. Names are one signal among several (runtime/sensitivity.py); the
-structure (password and card fields, challenge widgets, another site's form) and what activating the element does
+Decided from the runtime's own reads a moment before the input (runtime/reading/probe.py for the Page's structure in
+every frame, runtime/reading/commit.py for the element the write goes through and what it commits), never from the frame
+the agent saw and never from instructions the page gives. Names are one signal among several (runtime/sensitivity.py);
+the structure (password and card fields, challenge widgets, another site's form) and what activating the element does
 (its form's submit controls and action, its link) are the others. Reads are never blocked: an agent may look at a
 login page, it just may not sign in. The rules, and their limits, are written down in docs/policy.md.
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from runtime.commit import Reading, Target
 from runtime.models import Action
-from runtime.probe import Structure
+from runtime.reading.commit import CommitTargets, Target
+from runtime.reading.probe import Structure
 from runtime.sensitivity import ACTIVATING_ROLES, mismatch, sensitive, sensitive_url
 
 TOGGLES = frozenset({"checkbox", "switch", "radio", "menuitemcheckbox", "menuitemradio"})
@@ -43,7 +43,9 @@ class Handover:
     """The live element the verdict was read from (none for a navigation)."""
 
 
-def needs_user(action: Action, reading: Reading, structure: Structure | None, authorized_url: str) -> Handover | None:
+def needs_user(
+    action: Action, reading: CommitTargets, structure: Structure | None, authorized_url: str
+) -> Handover | None:
     """Why this action must be handed over to the user; None if the runtime may perform it.
 
     `authorized_url`: the Page's address when the user authorized it for this request (its origin is the one the
@@ -67,7 +69,7 @@ def needs_user(action: Action, reading: Reading, structure: Structure | None, au
     return None
 
 
-def _unnamed(action: Action, reading: Reading, structure: Structure) -> Handover | None:
+def _unnamed(action: Action, reading: CommitTargets, structure: Structure) -> Handover | None:
     """The first verdict on `reading` that does not come from what a name says."""
     for target in reading.targets:
         reason = _through(action, target, structure, reading.hover_unread, by_name=False)

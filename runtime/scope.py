@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from runtime.backend import Element, Region, Snapshot
-from runtime.observation import clean
+from runtime.text import clean
 
 QUERY_CHARS = 100
 """The longest `query` (published as `maxLength`): a few words a model picks from a question or a frame."""

@@ -1,5 +1,5 @@
-"""The service core: one set of rules behind every adapter (the MCP server, `runtime/mcp/server.py`, and the plain
-HTTP API, `runtime/http_api.py`, both through `runtime/adapter.py`).
+"""The service core: one set of rules behind every adapter (the MCP server, `runtime/transports/mcp/server.py`, and the
+plain HTTP API, `runtime/transports/http_api.py`, both through `runtime/transports/adapter.py`).
 
 Every call goes: arguments (validated by the adapter) → capability (before any backend call) → the Page it names,
 authorized (`runtime/capability/authorization.py`), and its session with its binding checks (the session manager,
@@ -24,7 +24,7 @@ from typing import Any
 from runtime.arguments import ComputerUseArgs
 from runtime.capability.approval import APPROVAL_KEY
 from runtime.capability.authorization import authorized_page
-from runtime.capability.host import ContextStore, PageContext
+from runtime.capability.contexts import ContextStore, PageContext
 from runtime.capability.token import CapabilityError
 from runtime.capability.verifier import CapabilityVerifier, StaleContext
 from runtime.cdp import CDPConnection
@@ -40,15 +40,15 @@ from runtime.commands.base import (
 )
 from runtime.commands.observe import Observe
 from runtime.commands.verify import Verify
-from runtime.commit import holds_focus
+from runtime.computer_session import ComputerSession
 from runtime.endpoint import BrowserEndpoint
 from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult
 from runtime.phases import call_marks, durations, mark
 from runtime.pointer import hovered, rest_on
+from runtime.reading.commit import holds_focus
 from runtime.reasons import ReasonCode, Refusal
-from runtime.registry.registry import PageRegistry, UnknownPage, origin
-from runtime.session import ComputerSession
+from runtime.registry.pages import PageRegistry, UnknownPage, origin
 from runtime.sessions import BackendFactory, GatewayFactory, SessionManager
 from runtime.settings import Settings
 

@@ -45,16 +45,16 @@ from typing import TYPE_CHECKING
 from runtime.backend import Backend, BackendConfig, BackendError, Failure
 from runtime.capability.authorization import require_authorized
 from runtime.cdp import CDPConnection, CDPError
+from runtime.computer_session import ComputerSession
 from runtime.endpoint import BrowserEndpoint
 from runtime.gateway import GatewayEvent, ScopedGateway
 from runtime.models import Page
-from runtime.probe import PageProbe
+from runtime.reading.probe import PageProbe
 from runtime.reasons import ReasonCode, Refusal
-from runtime.registry.registry import PageRegistry
-from runtime.session import ComputerSession
+from runtime.registry.pages import PageRegistry
 
 if TYPE_CHECKING:
-    from runtime.capability.host import PageContext
+    from runtime.capability.contexts import PageContext
     from runtime.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ GatewayFactory = Callable[..., ScopedGateway]
 TOMBSTONES = 1024
 """How many ended sessions keep their reason for late callers; older ids become unknown."""
 
-LOST = "the Page's target was closed, crashed or replaced"
+TARGET_LOST_MESSAGE = "the Page's target was closed, crashed or replaced"
 EVICTED = "this session was closed to make room for newer ones; observe the Page again"
 REPLACED = "a newer session of this Page (another turn or client observed it) closed this one; observe the Page again"
 IDLE = "this session went unused for {seconds:g} s and was closed; observe the Page again"
@@ -317,7 +317,7 @@ class SessionManager:
         page = session.page
         if session.invalid is None:
             if self.registry.is_lost(page) or page.cdp_target_id != session.target_id:
-                self.invalidate(session, ReasonCode.target_lost, LOST)
+                self.invalidate(session, ReasonCode.target_lost, TARGET_LOST_MESSAGE)
             elif not page.access_enabled:
                 self.invalidate(session, ReasonCode.page_access_disabled, "the user disabled access to this Page")
             elif page.revision != session.revision:
@@ -351,7 +351,7 @@ class SessionManager:
                 del self._opening[key]
         for session in [s for s in self.live.values() if s.page.registry_page_id == page.registry_page_id]:
             if what in ("lost", "replaced"):
-                self.invalidate(session, ReasonCode.target_lost, LOST)
+                self.invalidate(session, ReasonCode.target_lost, TARGET_LOST_MESSAGE)
             elif what == "revised":
                 with contextlib.suppress(Refusal):
                     self.check_binding(session)

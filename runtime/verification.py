@@ -1,17 +1,17 @@
 """Evaluating an Assertion on the live Page with the runtime's own probe. Returns what did not hold.
 
 A failure quotes the page's url, title, names and values, and the assertion's own strings, through
-`runtime.observation.quote`: cleaned, cut at `FAILURE_CHARS` (200) with the cut marker, quotes escaped. `failures` is
+`runtime.text.quote`: cleaned, cut at `FAILURE_CHARS` (200) with the cut marker, quotes escaped. `failures` is
 untrusted page data like the observation (the tool description says so); the message never quotes it.
 """
 
 from __future__ import annotations
 
+from runtime.computer_session import Frame
 from runtime.models import Assertion
 from runtime.models.assertion import compile_pattern
-from runtime.observation import FAILURE_CHARS, quote
-from runtime.probe import PageProbe, ax_property
-from runtime.session import Frame
+from runtime.reading.probe import PageProbe, ax_property
+from runtime.text import FAILURE_CHARS, quote
 
 
 async def failures(assertion: Assertion, probe: PageProbe, frame: Frame | None) -> list[str]:

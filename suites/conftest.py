@@ -16,9 +16,9 @@ from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient
 from lab.tap import CDPTap
 from lab.workspace import Bounds, Workspace
-from runtime.app import Runtime, default_backends
-from runtime.client import HostedClient
+from runtime.assembly import Runtime, default_backends
 from runtime.service import Settings
+from runtime.transports.client import HostedClient
 from suites.harness import BACKENDS, Agent, Desk, client_in_task, skip_repeated_negative_controls
 from suites.parity.inventory import DESELECTED_KEY
 from suites.parity.ledger import proof_of

@@ -24,12 +24,12 @@ from mcp import Client
 
 from fixtures_sites.server import FixtureServer
 from lab.workspace import Bounds, LabPage, Workspace
-from runtime.app import Runtime
-from runtime.capability.host import ProviderRequest, Turn
-from runtime.client import HostedClient
-from runtime.mcp.server import ComputerUseServer, build_server
+from runtime.assembly import Runtime
+from runtime.capability.contexts import ProviderRequest, Turn
+from runtime.computer_session import ComputerSession
 from runtime.models import ComputerUseResult, Page, from_text
-from runtime.session import ComputerSession
+from runtime.transports.client import HostedClient
+from runtime.transports.mcp.server import ComputerUseServer, build_server
 
 BACKENDS = ("playwright_mcp", "chrome_devtools_mcp", "open_claude_chrome")
 

@@ -27,26 +27,26 @@ from backends.open_claude_chrome.refs import Identity, Mode
 from backends.playwright_mcp.adapter import PlaywrightMCPBackend
 from runtime.arguments import ComputerUseArgs
 from runtime.backend import BackendError, Element, Failure
-from runtime.capability.host import ContextStore, PageContext
+from runtime.capability.contexts import ContextStore, PageContext
 from runtime.capability.verifier import CapabilityVerifier
 from runtime.commands.act import Act
 from runtime.commands.base import Answer
 from runtime.commands.observe import Observe
 from runtime.commands.verify import Verify
-from runtime.commit import Reading, aim
+from runtime.computer_session import ComputerSession, Frame
 from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.gateway.scope import TargetScope
-from runtime.mcp.server import ComputerUseServer
 from runtime.models import Action, Page
 from runtime.pointer import Pointed, Rest, rest_on
-from runtime.probe import FrameContext, PageProbe
+from runtime.reading.commit import CommitTargets, aim
+from runtime.reading.probe import FrameContext, PageProbe
 from runtime.reasons import ReasonCode, Refusal
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 from runtime.scope import Scope
 from runtime.service import Parts
-from runtime.session import ComputerSession, Frame
 from runtime.sessions import BackendFactory, SessionManager
+from runtime.transports.mcp.server import ComputerUseServer
 
 
 class TrustingVerifier(CapabilityVerifier):
@@ -78,8 +78,8 @@ class ScreenshotAlways(Observe):
 class NoPolicy(Act):
     """Sends every write without the runtime's policy read (no `needs_user` for login, CAPTCHA, payment...)."""
 
-    async def check_policy(self, *args: Any) -> Reading:
-        return Reading()
+    async def check_policy(self, *args: Any) -> CommitTargets:
+        return CommitTargets()
 
 
 class PolicyWithoutSubmit(Act):
@@ -87,11 +87,11 @@ class PolicyWithoutSubmit(Act):
 
     async def check_policy(
         self, session: ComputerSession, action: Action, element: Element | None, context: PageContext
-    ) -> Reading:
+    ) -> CommitTargets:
         return await super().check_policy(session, action.model_copy(update={"submit": False}), element, context)
 
 
-async def focus_always_held(probe: PageProbe, reading: Reading) -> bool:
+async def focus_always_held(probe: PageProbe, reading: CommitTargets) -> bool:
     """Says the field typed into still has the focus without looking: the runtime's Enter of a `type` with `submit`
     goes wherever the focus is."""
     return True

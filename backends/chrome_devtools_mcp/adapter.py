@@ -65,7 +65,7 @@ import mcp_types as types
 
 from backends.chrome_devtools_mcp.client import DevToolsClient
 from backends.chrome_devtools_mcp.errors import navigation_failure, upstream_error
-from backends.chrome_devtools_mcp.snapshot import UID, SnapshotFormatError, parse_snapshot
+from backends.chrome_devtools_mcp.snapshot import UID, SnapshotTreeError, parse_snapshot
 from backends.common.child_backend import ChildBackend
 from backends.common.roles import CHECKABLE_ROLES
 from runtime.backend import BackendConfig, BackendError, Diagnostics, Element, Failure, Snapshot
@@ -78,7 +78,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 KEY_CHARACTERS = frozenset("\r\n\x00")
 """Characters Puppeteer's `fill` (which types values under 100 characters key by key) sends as key presses:
 Enter, Enter, NumpadDecimal."""
-DIAGNOSTIC_ENTRIES = 10
+DIAGNOSTICS_KEPT = 10
 """The latest console errors, and failed requests, a diagnostics read keeps (the runtime shows as many at most)."""
 ENV = {
     "CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS": "1",  # no Clearcut telemetry
@@ -176,7 +176,7 @@ class ChromeDevToolsMCPBackend(ChildBackend):
         try:
             # Off the event loop: a huge Page's answer takes seconds to parse, and other connections wait meanwhile.
             return await asyncio.to_thread(parse_snapshot, _structured(result), _text(result))
-        except SnapshotFormatError as exc:
+        except SnapshotTreeError as exc:
             raise BackendError(Failure.upstream, f"unreadable take_snapshot answer: {exc}") from None
 
     async def diagnostics(self) -> Diagnostics:
@@ -259,7 +259,7 @@ class ChromeDevToolsMCPBackend(ChildBackend):
 
 
 def parse_diagnostics(console: Mapping[str, Any], network: Mapping[str, Any]) -> Diagnostics:
-    """The last `DIAGNOSTIC_ENTRIES` errors and failed requests of the upstream's structured answers. A grouped
+    """The last `DIAGNOSTICS_KEPT` errors and failed requests of the upstream's structured answers. A grouped
     message (`count`) counts once per occurrence; a request failed when its status is not a number (an error text
     such as `net::ERR_FAILED`) or is 400 or more; a pending one has not failed yet."""
     errors: list[str] = []
@@ -278,8 +278,8 @@ def parse_diagnostics(console: Mapping[str, Any], network: Mapping[str, Any]) ->
         if not status.isdigit() or int(status) >= 400:
             failed.append((method, url, status))
     return Diagnostics(
-        errors=tuple(errors[-DIAGNOSTIC_ENTRIES:]),
-        failed=tuple(failed[-DIAGNOSTIC_ENTRIES:]),
+        errors=tuple(errors[-DIAGNOSTICS_KEPT:]),
+        failed=tuple(failed[-DIAGNOSTICS_KEPT:]),
         errors_total=errors_total,
         failed_total=len(failed),
     )

@@ -41,13 +41,13 @@ from backends.common.normalize import AriaNode, compact, normalize
 from backends.common.roles import FIELD_ROLES, INTERACTIVE_ROLES, SKIPPED_ROLES, VALUE_ROLES, shared_role
 from runtime.backend import Snapshot
 
-__all__ = ["UID", "SnapshotFormatError", "nodes_of", "parse_snapshot", "parse_tree"]
+__all__ = ["UID", "SnapshotTreeError", "nodes_of", "parse_snapshot", "parse_tree"]
 
 UID = re.compile(r"^\d+_\d+$")
 """The upstream's uid syntax. The adapter sends nothing else as a uid."""
 
 
-class SnapshotFormatError(ValueError):
+class SnapshotTreeError(ValueError):
     """The upstream answer does not have the shape this parser knows."""
 
 
@@ -59,7 +59,7 @@ def nodes_of(tree: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
         yield node
         children = node.get("children") or []
         if not isinstance(children, list):
-            raise SnapshotFormatError(f"children of {node.get('id')!r} is not a list")
+            raise SnapshotTreeError(f"children of {node.get('id')!r} is not a list")
         stack.extend(reversed(children))
 
 
@@ -104,7 +104,7 @@ def _convert(tree: Mapping[str, Any], ambiguous: set[str]) -> AriaNode | None:
         name = _str(node.get("name"))
         uid = node.get("id")
         if not isinstance(uid, str) or not UID.fullmatch(uid):
-            raise SnapshotFormatError(f"node without a uid: {str(node)[:80]}")
+            raise SnapshotTreeError(f"node without a uid: {str(node)[:80]}")
         if role == "text":
             converted[id(node)] = AriaNode("text", text=name, depth=depth)
             continue
@@ -147,7 +147,7 @@ def _node(
 def parse_tree(tree: Mapping[str, Any]) -> tuple[str, str, list[AriaNode]]:
     """(url, title, forest) of a structured snapshot tree."""
     if not isinstance(tree, Mapping) or tree.get("role") != "RootWebArea":
-        raise SnapshotFormatError("the snapshot root is not a RootWebArea")
+        raise SnapshotTreeError("the snapshot root is not a RootWebArea")
     counts = Counter(node.get("id") for node in nodes_of(tree))
     ambiguous = {uid for uid, n in counts.items() if isinstance(uid, str) and n > 1}
     root = _convert(tree, ambiguous)
@@ -158,7 +158,7 @@ def parse_tree(tree: Mapping[str, Any]) -> tuple[str, str, list[AriaNode]]:
 def parse_snapshot(structured: Mapping[str, Any] | None, text: str) -> Snapshot:
     """A whole `take_snapshot` answer (structured content + its text) -> Snapshot."""
     if not structured or "snapshot" not in structured:
-        raise SnapshotFormatError("no structuredContent.snapshot in the answer (--experimentalStructuredContent off?)")
+        raise SnapshotTreeError("no structuredContent.snapshot in the answer (--experimentalStructuredContent off?)")
     url, title, roots = parse_tree(structured["snapshot"])
     # No dialog handling here: while a JavaScript dialog is open the upstream refuses take_snapshot ("A dialog is
     # open (confirm: ...)"), so an answer with a snapshot never has one.

@@ -27,7 +27,14 @@ from __future__ import annotations
 
 from backends.open_claude_chrome.inputs import ComputerResult, FormInputResult, Input
 from backends.open_claude_chrome.navigation import NavigateResult
-from backends.open_claude_chrome.reading import FindMatch, FindResult, PageNode, PageTextResult, Reading, ReadPageResult
+from backends.open_claude_chrome.reading import (
+    FindMatch,
+    FindResult,
+    PageNode,
+    PageTextResult,
+    ReadPageResult,
+    ReadTools,
+)
 
 __all__ = [
     "ComputerResult",
@@ -42,7 +49,7 @@ __all__ = [
 ]
 
 
-class ToolContract(Reading, Input):
+class ToolContract(ReadTools, Input):
     """The compatible tools on one bound page: reading (`reading.py`), navigation (`navigation.py`) and input
     (`inputs.py`), over the state they share (`tools.py`). Refs (`ref_N`) come from `read_page`/`find` and are
     re-checked before every use; the action cursor marks where actions land."""

@@ -15,7 +15,7 @@ FLUSH_JS = (
     "new Promise(done => { const c = new MessageChannel(); c.port1.onmessage = () => done(true);"
     " c.port2.postMessage(0); })"
 )
-FLUSH_TIMEOUT = 2.0
+NAVIGATION_FLUSH_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Navigation(ToolBase):
             await self.session.send(
                 "Runtime.evaluate",
                 {"expression": FLUSH_JS, "contextId": context, "awaitPromise": True, "returnByValue": True},
-                timeout=FLUSH_TIMEOUT,
+                timeout=NAVIGATION_FLUSH_TIMEOUT,
             )
         except ProtocolError:
             pass  # the document is already gone: the navigation's own events tell the rest

@@ -72,7 +72,7 @@ class PageTextResult:
     text: str
 
 
-class Reading(ToolBase):
+class ReadTools(ToolBase):
     @contextlib.asynccontextmanager
     async def one_read(self) -> AsyncIterator[None]:
         """Within this block every read tool answers from one read of the page (an observation costs one read)."""

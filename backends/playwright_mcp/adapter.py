@@ -48,7 +48,7 @@ import mcp_types as types
 from backends.common.child_backend import ChildBackend
 from backends.playwright_mcp.client import PlaywrightClient
 from backends.playwright_mcp.errors import upstream_error
-from backends.playwright_mcp.snapshot import REF, SnapshotFormatError, parse_snapshot_answer
+from backends.playwright_mcp.snapshot import REF, AriaSnapshotError, parse_snapshot_answer
 from runtime.backend import BackendConfig, BackendError, Element, Failure, Snapshot
 from runtime.models import Action
 
@@ -173,7 +173,7 @@ class PlaywrightMCPBackend(ChildBackend):
         try:
             # Off the event loop: a huge Page's answer takes seconds to parse, and other connections wait meanwhile.
             return await asyncio.to_thread(parse_snapshot_answer, _text(result), self.workdir)
-        except (SnapshotFormatError, OSError) as exc:
+        except (AriaSnapshotError, OSError) as exc:
             raise BackendError(Failure.upstream, f"unreadable browser_snapshot answer: {exc}") from None
 
     async def act(self, action: Action, element: Element | None) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from backends.common.normalize import AriaNode, compact, normalize
 from runtime.backend import Snapshot
 
-__all__ = ["REF", "SnapshotFormatError", "normalize", "parse_aria", "parse_snapshot_answer"]
+__all__ = ["REF", "AriaSnapshotError", "normalize", "parse_aria", "parse_snapshot_answer"]
 
 REF = re.compile(r"^(?:f\d+)?e\d+$")
 """The upstream's own ref syntax. Anything else it would treat as a CSS/Playwright selector: never pass one."""
@@ -38,18 +38,18 @@ _ROLE = re.compile(r"[A-Za-z]+")
 _ATTR = re.compile(r"\[([A-Za-z-]+)(?:=([^\]\s]*))?\]")
 
 
-class SnapshotFormatError(ValueError):
+class AriaSnapshotError(ValueError):
     """The upstream answer does not have the shape this parser knows."""
 
 
 @dataclass(frozen=True)
-class Answer:
+class MarkdownSections:
     """One upstream text answer split into its markdown sections."""
 
     sections: dict[str, str]
 
     @classmethod
-    def parse(cls, text: str) -> Answer:
+    def parse(cls, text: str) -> MarkdownSections:
         sections: dict[str, str] = {}
         matches = list(_SECTION.finditer(text))
         for i, match in enumerate(matches):
@@ -68,7 +68,7 @@ class Answer:
         """The ARIA YAML, inline (```yaml fenced) or, if the upstream wrote it to a file, read from its workdir."""
         body = self.sections.get("Snapshot")
         if body is None:
-            raise SnapshotFormatError("the answer has no ### Snapshot section")
+            raise AriaSnapshotError("the answer has no ### Snapshot section")
         fenced = re.search(r"```(?:yaml)?\n(.*?)\n?```", body, re.DOTALL)
         if fenced:
             return fenced.group(1)
@@ -77,9 +77,9 @@ class Answer:
             root = workdir.resolve()
             path = (root / linked.group(1)).resolve()
             if not path.is_relative_to(root):
-                raise SnapshotFormatError(f"snapshot file outside the workdir: {linked.group(1)}")
+                raise AriaSnapshotError(f"snapshot file outside the workdir: {linked.group(1)}")
             return path.read_text(encoding="utf-8")
-        raise SnapshotFormatError("unrecognized ### Snapshot section")
+        raise AriaSnapshotError("unrecognized ### Snapshot section")
 
 
 # -- YAML line grammar ---------------------------------------------------------------------------------------------
@@ -98,7 +98,7 @@ def _single_quoted(entry: str) -> tuple[str, str]:
             return "".join(out), entry[i + 1 :]
         out.append(ch)
         i += 1
-    raise SnapshotFormatError(f"unterminated quoted key: {entry[:80]!r}")
+    raise AriaSnapshotError(f"unterminated quoted key: {entry[:80]!r}")
 
 
 _ESCAPES = {"\\": "\\", '"': '"', "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "/": "/", "0": "\0"}
@@ -107,7 +107,7 @@ _ESCAPES = {"\\": "\\", '"': '"', "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t
 def _double_quoted(value: str) -> str:
     """Decode a YAML double-quoted scalar as the renderer writes it (JSON-like escapes plus \\xNN)."""
     if len(value) < 2 or not value.endswith('"'):
-        raise SnapshotFormatError(f"unterminated quoted value: {value[:80]!r}")
+        raise AriaSnapshotError(f"unterminated quoted value: {value[:80]!r}")
     body, out, i = value[1:-1], [], 0
     while i < len(body):
         ch = body[i]
@@ -150,14 +150,14 @@ def _split_entry(entry: str) -> tuple[str, str | None, bool]:
         return key, None, True
     if rest.startswith(": "):
         return key, _scalar(rest[2:]), False
-    raise SnapshotFormatError(f"unexpected text after key: {entry[:80]!r}")
+    raise AriaSnapshotError(f"unexpected text after key: {entry[:80]!r}")
 
 
 def _parse_key(key: str) -> tuple[str, str, dict[str, str]]:
     """`button "Save" [disabled] [ref=e3]` -> ("button", "Save", {"disabled": "", "ref": "e3"})."""
     role_match = _ROLE.match(key)
     if not role_match:
-        raise SnapshotFormatError(f"no role in key: {key[:80]!r}")
+        raise AriaSnapshotError(f"no role in key: {key[:80]!r}")
     role, pos, name = role_match.group(0), role_match.end(), ""
     rest = key[pos:].lstrip(" ")
     if rest.startswith('"'):
@@ -165,7 +165,7 @@ def _parse_key(key: str) -> tuple[str, str, dict[str, str]]:
         try:
             name, used = decoder.raw_decode(rest)
         except json.JSONDecodeError as exc:
-            raise SnapshotFormatError(f"bad name in key: {key[:80]!r}") from exc
+            raise AriaSnapshotError(f"bad name in key: {key[:80]!r}") from exc
         rest = rest[used:]
     elif rest.startswith("/"):  # a regex name (not emitted in "ai" mode); keep it verbatim
         end = rest.find("/ [")
@@ -183,7 +183,7 @@ def parse_aria(yaml_text: str) -> list[AriaNode]:
             continue
         match = _LINE.match(raw)
         if not match:
-            raise SnapshotFormatError(f"not a sequence item: {raw[:80]!r}")
+            raise AriaSnapshotError(f"not a sequence item: {raw[:80]!r}")
         depth = len(match.group(1)) // 2
         key, value, _ = _split_entry(match.group(2))
         while stack and stack[-1].depth >= depth:
@@ -208,7 +208,7 @@ def parse_aria(yaml_text: str) -> list[AriaNode]:
 
 def parse_snapshot_answer(text: str, workdir: Path | None = None) -> Snapshot:
     """A whole `browser_snapshot` answer (markdown) -> Snapshot."""
-    answer = Answer.parse(text)
+    answer = MarkdownSections.parse(text)
     snapshot = normalize(
         answer.page_field("Page URL"),
         answer.page_field("Page Title"),

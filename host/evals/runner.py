@@ -46,7 +46,7 @@ from host.providers import make_provider
 from host.providers.base import AssistantTurn, Entry, Provider, ProviderError, ToolResults, UserText
 from host.providers.script import ScriptError, ScriptProvider, parse_steps
 from host.settings import BACKENDS
-from host.turns import Refused
+from host.turns import ConsoleRefusal
 from runtime.cdp import CDPError
 from runtime.cli import CommandParser, report
 from runtime.observation import estimate
@@ -61,7 +61,7 @@ QUESTION_TIMEOUT = 180.0
 FIXTURES_TIMEOUT = 30.0
 """Seconds the fixture server may take to announce its URL."""
 
-INSTRUCTIONS = (
+EVAL_INSTRUCTIONS = (
     "Answer from what the authorized Pages show. Only read: do not change anything on any Page. "
     "When you know the answer, end your reply with one last line `ANSWER: <answer>` in plain text (no formatting), "
     "with nothing after it."
@@ -70,7 +70,7 @@ ANSWER = re.compile(r"^[ \t]*ANSWER:[ \t]*(.*?)[ \t]*$", re.MULTILINE)
 ANNOUNCE = re.compile(r"fixture server on (http://\S+?)/? and")
 COLUMNS = ("question", "result", "tool calls", "tokens", "time", "answer")
 PROG = "computer-use eval"
-DESCRIPTION = """\
+EVAL_DESCRIPTION = """\
 Ask a model the evaluation set's questions (ten read-only questions over the lab's fixture sites) through the
 host app's own agent loop, headless, and grade each answer exactly.
 
@@ -114,7 +114,7 @@ class Question:
 
 
 @dataclass
-class Outcome:
+class QuestionOutcome:
     question: Question
     passed: bool
     tool_calls: int = 0
@@ -189,7 +189,7 @@ def grade(given: str | None, expected: str) -> bool:
 
 
 def prompt(question: Question) -> str:
-    return f"{question.question}\n\n{INSTRUCTIONS}"
+    return f"{question.question}\n\n{EVAL_INSTRUCTIONS}"
 
 
 def read_tokens(transcript: Sequence[Entry]) -> int:
@@ -241,7 +241,7 @@ async def stop_process(process: asyncio.subprocess.Process) -> None:
 
 async def ask(
     app: HostApp, base_url: str, question: Question, provider: Provider | None, timeout: float = QUESTION_TIMEOUT
-) -> Outcome:
+) -> QuestionOutcome:
     """One question in a chat of its own, on its own Pages; the Pages are closed afterwards."""
     began = time.monotonic()
     await app.conversation.reset(provider)
@@ -251,7 +251,7 @@ async def ask(
         for path in question.pages:
             try:
                 page = await app.open_page(base_url + path)
-            except (CDPError, Refused, TimeoutError) as exc:
+            except (CDPError, ConsoleRefusal, TimeoutError) as exc:
                 problem = f"could not open the Page {path}: {exc}"
                 break
             pages.append(page)
@@ -268,7 +268,7 @@ async def ask(
     reply = replies[-1].text if replies and not replies[-1].tool_calls else ""
     given = given_answer(reply)
     usage = app.conversation.usage
-    return Outcome(
+    return QuestionOutcome(
         question=question,
         passed=not problem and grade(given, question.answer),
         tool_calls=sum(len(entry.tool_calls) for entry in replies),
@@ -324,7 +324,7 @@ class Options:
 
 async def evaluate(
     options: Options, out: TextIO = sys.stdout, progress: TextIO | None = None
-) -> tuple[int, list[Outcome]]:
+) -> tuple[int, list[QuestionOutcome]]:
     """Run the set as `options` say; print the table to `out` and which question runs to `progress` (stderr).
     Returns the exit status and the outcomes; a failure to start is its one line on stderr and its status."""
     try:
@@ -333,7 +333,7 @@ async def evaluate(
         return report(PROG, failure), []
 
 
-async def _evaluate(options: Options, out: TextIO, progress: Progress) -> tuple[int, list[Outcome]]:
+async def _evaluate(options: Options, out: TextIO, progress: Progress) -> tuple[int, list[QuestionOutcome]]:
     try:
         questions = load_questions(options.questions)
         if options.only:
@@ -413,7 +413,7 @@ async def _evaluate(options: Options, out: TextIO, progress: Progress) -> tuple[
     return (0 if passed == len(outcomes) else 1), outcomes
 
 
-def _estimated(outcomes: Sequence[Outcome]) -> str:
+def _estimated(outcomes: Sequence[QuestionOutcome]) -> str:
     if outcomes and all(o.estimated for o in outcomes):
         return " (est.)"
     return " (some est.)" if any(o.estimated for o in outcomes) else ""
@@ -432,7 +432,7 @@ def _row(*cells: str) -> str:
     return "  ".join(cell.ljust(width) for cell, width in zip(cells, WIDTHS, strict=False)) + "  " + cells[-1]
 
 
-def _line(outcome: Outcome) -> str:
+def _line(outcome: QuestionOutcome) -> str:
     answer = "(no ANSWER line)" if outcome.given is None else json.dumps(outcome.given[:80], ensure_ascii=False)
     if not outcome.passed:
         answer += f" expected {json.dumps(outcome.question.answer, ensure_ascii=False)}"
@@ -483,7 +483,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "eval",
         help="ask a model the ten evaluation questions through the app and grade the answers",
-        description=DESCRIPTION,
+        description=EVAL_DESCRIPTION,
     )
     add_arguments(parser)
     parser.set_defaults(func=run)
@@ -507,6 +507,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = CommandParser(prog=PROG, description=DESCRIPTION)
+    parser = CommandParser(prog=PROG, description=EVAL_DESCRIPTION)
     add_arguments(parser)
     return run(parser.parse_args(argv))

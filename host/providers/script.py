@@ -61,7 +61,7 @@ UNCONFIGURED = (
 
 # `ref role "name"`, then what element_line may add: ` ="value"`, ` checked`/` unchecked`, ` disabled`; in an
 # act's changes, after `~ ` (changed) or `+ ` (added).
-ELEMENT = re.compile(
+ELEMENT_LINE = re.compile(
     r'^(?:[~+] )?(?P<ref>[\w-]*\d) (?P<role>\S+)(?: "(?P<name>(?:[^"\\]|\\.)*)")?'
     r'(?: =".*")?(?: (?:un)?checked)?(?: disabled)?$'
 )
@@ -72,7 +72,7 @@ Say = str | tuple[str | dict[str, Any], ...]
 
 
 @dataclass(frozen=True)
-class Step:
+class ScriptStep:
     say: Say
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
 
@@ -132,7 +132,7 @@ def _parse_say(say: Any, where: str) -> Say:
     return tuple(parts)
 
 
-def parse_steps(data: Any) -> list[Step]:
+def parse_steps(data: Any) -> list[ScriptStep]:
     if not isinstance(data, list):
         raise ScriptError("a script is a JSON list of steps")
     if len(data) > MAX_STEPS:
@@ -154,7 +154,7 @@ def parse_steps(data: Any) -> list[Step]:
                 raise ScriptError(f"{at}: name is a tool name and arguments an object")
             _check_value(call["arguments"], f"{at}: arguments")
             parsed.append((call["name"], call["arguments"]))
-        steps.append(Step(say, tuple(parsed)))
+        steps.append(ScriptStep(say, tuple(parsed)))
     return steps
 
 
@@ -202,7 +202,7 @@ def _has(text: str, needle: str) -> bool:
 
 def _elements(observation: str) -> Iterator[tuple[str, str, str]]:
     for line in observation.splitlines():
-        found = ELEMENT.match(line)
+        found = ELEMENT_LINE.match(line)
         if found:
             yield found["ref"], found["role"], found["name"] or ""
 
@@ -310,7 +310,7 @@ class ScriptProvider:
     name = "script"
     model = "script"
 
-    def __init__(self, steps: Sequence[Step], *, final: str = FINAL, source: str = "script") -> None:
+    def __init__(self, steps: Sequence[ScriptStep], *, final: str = FINAL, source: str = "script") -> None:
         self.steps = tuple(steps)
         self.final = final
         self.source = source

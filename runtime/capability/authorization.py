@@ -9,11 +9,11 @@ decision.
 
 from __future__ import annotations
 
-from runtime.capability.host import PageContext
+from runtime.capability.contexts import PageContext
 from runtime.failures import GONE
 from runtime.models.page import RELATIONS, Page
 from runtime.reasons import ReasonCode, Refusal
-from runtime.registry.registry import PageRegistry, UnknownPage
+from runtime.registry.pages import PageRegistry, UnknownPage
 
 NOT_AUTHORIZED = "this session's Page is not authorized for this request"
 

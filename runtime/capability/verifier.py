@@ -14,16 +14,16 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
-from runtime.capability.host import ContextStore, PageContext
+from runtime.capability.contexts import ContextStore, PageContext
 from runtime.capability.token import CapabilityError, Claims, open_token
-from runtime.registry.registry import PageRegistry, UnknownPage
+from runtime.registry.pages import PageRegistry, UnknownPage
 
 TOKEN_KEY = "page_context_token"
 CALL_KEY = "tool_call_id"
 
 HTTP_NONCE_PREFIX = "http-"
-"""What every nonce of an HTTP API connection id starts with (`runtime.http_api.connection_nonce`), and no MCP
-connection's nonce may: a token minted for a /v1 id is refused on an MCP connection, and one minted for an MCP
+"""What every nonce of an HTTP API connection id starts with (`runtime.transports.http_api.connection_nonce`), and no
+MCP connection's nonce may: a token minted for a /v1 id is refused on an MCP connection, and one minted for an MCP
 connection on /v1."""
 
 UNIDENTIFIED = object()
@@ -42,7 +42,7 @@ class NamedConnection:
     """A connection that knows the nonce its tokens are minted for, and accepts no other's.
 
     The plain HTTP API has no MCP connection: its client names one in a header, and the adapter derives the nonce
-    from that name (`runtime/http_api.py`). Beyond the binding every connection gets (first use binds, see
+    from that name (`runtime/transports/http_api.py`). Beyond the binding every connection gets (first use binds, see
     `CapabilityVerifier.bind`), a named connection refuses a token minted for another nonce even on its first use:
     the name is a secret the token does not carry, so a token alone cannot be spent elsewhere. Closing its
     `exit_stack` ends the connection as an MCP client's going away does.
@@ -167,7 +167,7 @@ class CapabilityVerifier:
     def admits(self, meta: Mapping[str, Any] | None, nonce: str) -> bool:
         """Whether `verify` could accept this request's token on a connection of `nonce`: signed by the host, minted
         for `nonce`, neither expired nor spent. Spends nothing: the HTTP API asks before it registers or touches a
-        connection id, so a request without such a token allocates nothing (`runtime.http_api`)."""
+        connection id, so a request without such a token allocates nothing (`runtime.transports.http_api`)."""
         try:
             claims = open_token((meta or {}).get(TOKEN_KEY), self._store.secret)
         except CapabilityError:

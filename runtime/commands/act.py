@@ -16,18 +16,18 @@ from typing import TypeVar
 from runtime.arguments import ComputerUseArgs
 from runtime.backend import Backend, BackendError, Element, Failure
 from runtime.capability.approval import Binding
-from runtime.capability.host import ContextStore, PageContext
+from runtime.capability.contexts import ContextStore, PageContext
 from runtime.commands.base import READ, SEND, Answer, Reach, call_approval
 from runtime.commands.observe import Observe
-from runtime.commit import Reading, holds_focus, read_commit
+from runtime.computer_session import ComputerSession, Frame
 from runtime.failures import DIALOG_OPEN
 from runtime.models import Action
 from runtime.phases import mark
 from runtime.pointer import Pointed, Rest, hovered, rest_on
 from runtime.policy import Handover, needs_user
-from runtime.probe import DialogOpen, FrameContext, PageProbe
+from runtime.reading.commit import CommitTargets, holds_focus, read_commit
+from runtime.reading.probe import DialogOpen, FrameContext, PageProbe
 from runtime.reasons import ReasonCode
-from runtime.session import ComputerSession, Frame
 from runtime.sessions import Refusal
 
 log = logging.getLogger(__name__)
@@ -39,8 +39,8 @@ Pointer = Callable[[PageProbe, list[FrameContext], Action, Element | None], Awai
 (`runtime.pointer.rest_on`)."""
 Hovered = Callable[[PageProbe], Awaitable[None]]
 """Waits until the Page has answered a hover (`runtime.pointer.hovered`)."""
-FocusCheck = Callable[[PageProbe, Reading], Awaitable[bool]]
-"""Whether Enter, pressed now, goes to an element the policy read found (`runtime.commit.holds_focus`)."""
+FocusCheck = Callable[[PageProbe, CommitTargets], Awaitable[bool]]
+"""Whether Enter, pressed now, goes to an element the policy read found (`runtime.reading.commit.holds_focus`)."""
 
 ENTER = Action(type="press", key="Enter")
 TYPED = "the text was typed, but Enter was not pressed"
@@ -145,7 +145,7 @@ class Act:
         await self.reach.until_stopped(session, session.backend.act(action, element), self.settings.act_timeout)
 
     async def _type_then_enter(
-        self, session: ComputerSession, action: Action, element: Element | None, reading: Reading
+        self, session: ComputerSession, action: Action, element: Element | None, reading: CommitTargets
     ) -> None:
         """`type` with `submit` where the backend cannot do both in one call: the text (without submit), then Enter,
         as the one Action the policy read in submit mode, under the lease the caller holds. A backend presses a key
@@ -200,14 +200,14 @@ class Act:
 
     async def check_policy(
         self, session: ComputerSession, action: Action, element: Element | None, context: PageContext
-    ) -> Reading:
+    ) -> CommitTargets:
         """The runtime's own read of the Page and of what this write would commit, a moment before the input (for a
         click, once the pointer is where the click will press); the live elements it read (`_type_then_enter`
         presses Enter only on one of them)."""
         authorized = context.pages.get(session.page.registry_page_id)
         if action.type == "navigate":  # no element and no structure: only the dialog watch must be on
             await self._read(session, session.probe.watch())
-            structure, reading = None, Reading()
+            structure, reading = None, CommitTargets()
         else:  # one frame read (it attaches the probe too), shared by the pointer, the structure and the commit read
             frames = await self._read(session, session.probe.frames())
             pointed = await self._read(session, self._point(session, action, element, frames))

@@ -14,12 +14,12 @@ from typing import TypeVar
 
 from runtime.backend import BackendError, Failure
 from runtime.cdp import CDPError
+from runtime.computer_session import ComputerSession
 from runtime.failures import DIALOG_OPEN, GONE, reason_for
 from runtime.models import ComputerUseResult, Page, PageInfo
-from runtime.probe import DialogOpen, TargetGone
+from runtime.reading.probe import DialogOpen, TargetGone
 from runtime.reasons import ReasonCode
-from runtime.registry.registry import PageRegistry
-from runtime.session import ComputerSession
+from runtime.registry.pages import PageRegistry
 from runtime.sessions import Refusal, SessionManager
 from runtime.settings import Settings
 

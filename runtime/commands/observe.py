@@ -10,19 +10,19 @@ import dataclasses
 
 from runtime.arguments import ComputerUseArgs
 from runtime.backend import BackendError, Failure, Region, Snapshot
-from runtime.capability.host import PageContext
+from runtime.capability.contexts import PageContext
 from runtime.cdp import CDPError
 from runtime.commands.base import OBSERVE, RESERVED, RESERVED_AFTER, Answer, Reach
+from runtime.computer_session import ComputerSession, Frame
 from runtime.observation import render, render_delta
 from runtime.phases import mark
-from runtime.probe import DialogOpen, TargetGone
+from runtime.reading.probe import DialogOpen, TargetGone
+from runtime.reading.viewport import DRAWN_JS, IN_VIEW_JS, in_view_first
 from runtime.reasons import ReasonCode
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 from runtime.scope import Scope, same_region, words_of
-from runtime.session import ComputerSession, Frame
 from runtime.sessions import Refusal
 from runtime.settings import Settings
-from runtime.viewport import DRAWN_JS, IN_VIEW_JS, in_view_first
 
 STALE_DIALOG_READS = 5
 """Snapshots asked again while an upstream still reports a dialog the runtime's probe saw close."""
@@ -162,7 +162,7 @@ class Observe:
 
     @staticmethod
     async def _in_view_first(session: ComputerSession, frame: Frame) -> list[int] | None:
-        """The frame's elements in the viewport first (`runtime/viewport.py`); None (document order) when the
+        """The frame's elements in the viewport first (`runtime/reading/viewport.py`); None (document order) when the
         probe cannot tell in time. Only the order of what is shown depends on it."""
         try:
             seen = await asyncio.wait_for(session.probe.evaluate(IN_VIEW_JS), IN_VIEW_TIMEOUT)

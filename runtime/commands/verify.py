@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 from runtime.arguments import ComputerUseArgs
-from runtime.capability.host import PageContext
+from runtime.capability.contexts import PageContext
 from runtime.commands.base import VERIFY, Answer, Reach
+from runtime.computer_session import ComputerSession
 from runtime.models import Assertion
 from runtime.reasons import ReasonCode
-from runtime.session import ComputerSession
 from runtime.sessions import Refusal
 from runtime.settings import Settings
 from runtime.verification import failures

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 MAX_SHORT = 64
 """Refs, handles, ids and roles: short tokens the runtime, a backend or ARIA names; longer ones are invalid."""
 MAX_TEXT = 10_000
-MAX_URL = 2048
+MAX_NAVIGATE_URL = 2048
 MAX_VALUES = 50
 MAX_VALUE = 500
 
@@ -82,7 +82,7 @@ class Action(BaseModel):
     values: list[Annotated[str, Field(max_length=MAX_VALUE)]] | None = Field(
         None, max_length=MAX_VALUES, description="select: option values or labels."
     )
-    url: str | None = Field(None, max_length=MAX_URL, description="navigate: absolute http(s) URL.")
+    url: str | None = Field(None, max_length=MAX_NAVIGATE_URL, description="navigate: absolute http(s) URL.")
     direction: Literal["up", "down", "left", "right"] | None = Field(
         None, description="scroll: which way; hovers a ref."
     )

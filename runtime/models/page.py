@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from runtime.observation import PREVIEW_CHARS, TITLE_CHARS, URL_CHARS, clean
+from runtime.text import PREVIEW_CHARS, TITLE_CHARS, URL_CHARS, clean
 
 Relation = Literal["left", "right", "above", "below", "other_window", "overlapping"]
 RELATIONS: tuple[str, ...] = ("left", "right", "above", "below", "other_window")
@@ -54,7 +54,7 @@ class Page(BaseModel):
 
 
 def cleaned(limit: int) -> AfterValidator:
-    """Page text, cleaned and cut (`runtime.observation.clean`) however a PageInfo is built: registry, host, tests."""
+    """Page text, cleaned and cut (`runtime.text.clean`) however a PageInfo is built: registry, host, tests."""
     return AfterValidator(lambda text: clean(text, limit))
 
 

@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
 from runtime.models.page import PageInfo
-from runtime.observation import well_formed
 from runtime.reasons import HINTS, ReasonCode
+from runtime.text import well_formed
 
 Status = Literal["ok", "failed", "needs_user"]
 Code = Annotated[ReasonCode, WithJsonSchema({"enum": [code.value for code in ReasonCode], "type": "string"})]
@@ -18,7 +18,7 @@ Code = Annotated[ReasonCode, WithJsonSchema({"enum": [code.value for code in Rea
 `$defs` entry with its `$ref` costs more than the one field that uses it."""
 Text = Annotated[str, AfterValidator(well_formed)]
 """Every free text of a result encodes as UTF-8, whatever reached it (JSON over stdio and HTTP must not break);
-page text is also cleaned where it is rendered (`runtime.observation.clean`)."""
+page text is also cleaned where it is rendered (`runtime.text.clean`)."""
 
 
 class ComputerUseResult(BaseModel):

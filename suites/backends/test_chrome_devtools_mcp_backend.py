@@ -19,7 +19,7 @@ from backends.chrome_devtools_mcp import ALLOWLIST, ChromeDevToolsMCPBackend
 from backends.chrome_devtools_mcp.adapter import PAGE_ID
 from backends.chrome_devtools_mcp.client import group_alive
 from backends.chrome_devtools_mcp.errors import classify, navigation_failure
-from backends.chrome_devtools_mcp.snapshot import SnapshotFormatError, nodes_of, parse_snapshot
+from backends.chrome_devtools_mcp.snapshot import SnapshotTreeError, nodes_of, parse_snapshot
 from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient
 from lab.tap import BROWSER, CDPTap
@@ -333,5 +333,5 @@ def test_the_parser_maps_states_levels_and_names_and_rejects_a_tree_it_does_not_
     assert lines[:2] == ["### Title", "Logo"]
     assert "Hello" in lines
     for bad in ({}, {"snapshot": {"role": "main"}}, {"snapshot": {**tree, "children": [{"role": "button"}]}}):
-        with pytest.raises(SnapshotFormatError):
+        with pytest.raises(SnapshotTreeError):
             parse_snapshot(bad, "")

@@ -29,11 +29,11 @@ from fixtures_sites.server import FixtureServer, RequestWaiter
 from lab.tap import CDPTap
 from lab.tokens import measure
 from lab.workspace import LabPage, Workspace
-from runtime.app import Runtime
-from runtime.capability.host import ProviderRequest
-from runtime.client import HostedClient
+from runtime.assembly import Runtime
+from runtime.capability.contexts import ProviderRequest
 from runtime.gateway import ScopedGateway
 from runtime.service import Settings
+from runtime.transports.client import HostedClient
 from suites.bench.tasks import (
     DEVTOOLS,
     OURS,

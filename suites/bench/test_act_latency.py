@@ -39,13 +39,13 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.browser import Chromium, launch
 from lab.workspace import Workspace
-from runtime.app import Runtime, default_backends
+from runtime.assembly import Runtime, default_backends
 from runtime.backend import Backend, BackendConfig
-from runtime.client import HostedClient
 from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult
 from runtime.phases import PHASES
 from runtime.settings import Settings
+from runtime.transports.client import HostedClient
 from suites.harness import client_in_task
 from suites.proofs import record_cost
 

@@ -28,11 +28,11 @@ from lab.browser import launch
 from lab.cdp import CDPClient
 from lab.netns import unavailable
 from lab.workspace import Workspace
-from runtime.app import Runtime
-from runtime.client import HostedClient
+from runtime.assembly import Runtime
 from runtime.endpoint import BrowserEndpoint
 from runtime.models import ComputerUseResult
 from runtime.settings import Settings
+from runtime.transports.client import HostedClient
 from suites.harness import client_in_task
 from suites.proofs import record_cost
 from suites.remote.farm import farm

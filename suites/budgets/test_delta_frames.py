@@ -137,8 +137,8 @@ def by_position(shown, old, new, prefix):  # type: ignore[no-untyped-def]
 async def test_the_held_ref_check_catches_refs_carried_by_position(
     desk: Desk, agent: Agent, fixture_server: FixtureServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runtime import session
+    from runtime import computer_session
 
-    monkeypatch.setattr(session, "carry", by_position)
+    monkeypatch.setattr(computer_session, "carry", by_position)
     with pytest.raises(AssertionError, match=r"held ref|Checkout"):
         await held_ref_flow(desk, agent, fixture_server, wait=3.0)

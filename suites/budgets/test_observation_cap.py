@@ -1,6 +1,6 @@
 """One observation is capped (`Settings.observation_tokens`, about 2,000 tokens), and a Page that does not fit
 is read from what the user sees: the elements in the viewport first, then the rest in document order, continued
-with `next_offset` in that order (`runtime/viewport.py`). On every backend, on the realistic article (241
+with `next_offset` in that order (`runtime/reading/viewport.py`). On every backend, on the realistic article (241
 elements, about 2,600 tokens of element lines) scrolled to its middle.
 
 The lab reads which links and buttons intersect the viewport with its own eyes (its CDP session, not the
@@ -26,7 +26,7 @@ from lab.workspace import Workspace
 from runtime import observation
 from runtime.commands import observe
 from runtime.observation import OBSERVATION_TOKENS
-from runtime.viewport import IN_VIEW_JS, IN_VIEW_MAX
+from runtime.reading.viewport import IN_VIEW_JS, IN_VIEW_MAX
 from suites.budgets.test_realistic_pages import read_all
 from suites.harness import ELEMENT_LINE, ELEMENTS_HEADER, Agent, Seen
 from suites.proofs import record_cost

@@ -25,9 +25,9 @@ from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.tokens import count_text
 from lab.workspace import Workspace
-from runtime.app import Runtime
-from runtime.client import HostedClient
+from runtime.assembly import Runtime
 from runtime.service import Settings
+from runtime.transports.client import HostedClient
 from suites.harness import BACKENDS, ELEMENT_LINE, ELEMENTS_HEADER, Agent, Desk, Seen, client_in_task
 from suites.proofs import record_cost
 

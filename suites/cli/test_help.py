@@ -89,5 +89,5 @@ def test_the_help_check_catches_an_option_without_help_and_a_description_from_th
     serve.add_argument("--hidden-choices", choices=("a", "b"), metavar="X", help="one of two")
     found = problems_of(parser)
     assert "computer-use serve --undocumented: no help" in found
-    assert any("names 'runtime.mcp' from the source" in problem for problem in found), found
+    assert any("names 'runtime.transports' from the source" in problem for problem in found), found
     assert any("--hidden-choices: its choices are not shown" in problem for problem in found), found

@@ -16,13 +16,13 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, ProgressNotification
 
-import runtime.mcp.server
+import runtime.transports.mcp.server
 from host.evals.runner import Progress
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
-from runtime.client import HostedClient
-from runtime.mcp.progress import PHASES
-from runtime.mcp.server import TOOL
 from runtime.models import ComputerUseResult
+from runtime.transports.client import HostedClient
+from runtime.transports.mcp.progress import PHASE_WORDS
+from runtime.transports.mcp.server import TOOL
 from suites.harness import Desk, client_in_task, ref_of
 
 pytestmark = pytest.mark.req("cli:progress")
@@ -80,10 +80,10 @@ async def watched(one_page_desk: Callable[[str], Awaitable[Desk]]) -> AsyncItera
 
 def assert_progress_is_reported(heard: list[str], *phases: str) -> None:
     assert heard, "no progress notification for a call that asked for progress"
-    assert len(heard) <= len(PHASES), f"{len(heard)} notifications: more than one a phase"
+    assert len(heard) <= len(PHASE_WORDS), f"{len(heard)} notifications: more than one a phase"
     assert len(set(heard)) == len(heard), f"a phase reported twice: {heard}"
     for phase in phases:
-        assert PHASES[phase] in heard, f"{PHASES[phase]!r} is not among {heard}"
+        assert PHASE_WORDS[phase] in heard, f"{PHASE_WORDS[phase]!r} is not among {heard}"
 
 
 async def progress_scenario(watched: Watched) -> None:
@@ -110,7 +110,7 @@ async def test_a_call_with_a_progress_token_hears_its_phases_and_one_without_hea
 async def test_the_progress_check_catches_a_server_that_ignores_the_progress_token(
     watched: Watched, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runtime.mcp.server, "progress_token", lambda meta: None)
+    monkeypatch.setattr(runtime.transports.mcp.server, "progress_token", lambda meta: None)
     with pytest.raises(AssertionError, match="no progress notification"):
         await progress_scenario(watched)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pytest
 
 from lab.tap import CDPTap
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.service import Settings
 
 DEFAULT_EXAMPLES = 150

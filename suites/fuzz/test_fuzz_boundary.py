@@ -38,14 +38,14 @@ from mcp.types import CallToolRequest, CallToolRequestParams, CallToolResult, Te
 
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
-from runtime.app import Runtime
-from runtime.capability.host import ProviderRequest
+from runtime.assembly import Runtime
+from runtime.capability.contexts import ProviderRequest
 from runtime.capability.token import new_secret, open_token, sign
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
-from runtime.mcp.server import TOOL, build_server
 from runtime.models import ComputerUseResult, from_text
 from runtime.reasons import ReasonCode
 from runtime.service import ComputerUseService, Outcome, Settings
+from runtime.transports.mcp.server import TOOL, build_server
 from suites.fuzz.conftest import DEFAULT_EXAMPLES, FuzzBudget
 from suites.fuzz.strategies import Duplicated, Live, Meta, calls
 from suites.harness import Agent, Desk, client_in_task, ref_of

@@ -19,14 +19,14 @@ from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
-from runtime.app import Runtime
 from runtime.arguments import ComputerUseArgs
+from runtime.assembly import Runtime
 from runtime.backend import Element
 from runtime.commands.base import Answer
-from runtime.mcp.server import ComputerUseServer
 from runtime.models import Action, ComputerUseResult
 from runtime.service import ComputerUseService
 from runtime.sessions import BackendFactory
+from runtime.transports.mcp.server import ComputerUseServer
 
 
 def success_in_place_of(result: ComputerUseResult) -> ComputerUseResult:

@@ -27,11 +27,11 @@ from host.turns import Conversation
 from lab.cdp import CDPClient
 from lab.processes import command_line, processes
 from lab.tap import CDPTap
-from runtime.app import installed_backends
-from runtime.capability.host import ProviderRequest
+from runtime.assembly import installed_backends
+from runtime.capability.contexts import ProviderRequest
 from runtime.capability.token import CapabilityError, open_token
-from runtime.client import HostedClient
 from runtime.models import ComputerUseResult, from_text
+from runtime.transports.client import HostedClient
 from suites.host.conftest import Console, StartApp, call, turn_ended, until_event, write_task
 from suites.host.wire import API_KEY, Call, Failure, Hang, Reply, StandIn, images
 from suites.proofs import assert_untouched

@@ -32,7 +32,7 @@ from fixtures_sites.server import FixtureServer
 from host.app import HostParts
 from host.pairing import mcp_socket_path, socket_path
 from host.serving import MCPListeners
-from runtime.mcp.http import ASGIApp, Receive, Scope, Send
+from runtime.transports.mcp.http import ASGIApp, Receive, Scope, Send
 from suites.host.conftest import StartApp
 from suites.host.test_connect import ROOT, asking, grant, leaf_exceptions, open_fixture, result_of
 

@@ -3,7 +3,7 @@ element lines, refs, fields and the nonce markers, the observation still has exa
 page line outside its place, a result that serializes, and refs a page cannot plant.
 
 Negative controls build the broken variant in the suite: a renderer that does not clean or escape (the cleaning
-functions monkeypatched), and frames that show the backend's own, predictable refs (`runtime.session.view`
+functions monkeypatched), and frames that show the backend's own, predictable refs (`runtime.computer_session.view`
 monkeypatched). The same checks must catch both.
 """
 
@@ -17,7 +17,7 @@ import pytest
 
 from fixtures_sites.scenarios.forgery import CONTROLS, OPTIONS, PLANTED
 from fixtures_sites.server import FixtureServer
-from runtime import observation, session
+from runtime import computer_session, observation
 from runtime.backend import Snapshot
 from runtime.models import ComputerUseResult
 from suites.harness import Agent, ref_of
@@ -138,7 +138,8 @@ async def test_the_line_checks_catch_a_renderer_that_does_not_clean_or_escape(
     one_page_desk, agent: Agent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(observation, "clean", lambda text, limit: text)
-    monkeypatch.setattr(observation, "_quoted", lambda text: f'"{text}"')
+    monkeypatch.setattr(observation, "quote", lambda text, limit: f'"{text}"')
+    monkeypatch.setattr(observation, "quoted", lambda text: f'"{text}"')
     await one_page_desk("/forgery/")
     seen = await agent.observe(page="left")
     with pytest.raises(AssertionError):
@@ -150,11 +151,11 @@ async def test_the_line_checks_catch_a_renderer_that_does_not_clean_or_escape(
 async def test_the_planted_ref_check_catches_frames_that_show_the_backends_own_refs(
     one_page_desk, agent: Agent, fixture_server: FixtureServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def backend_refs(snapshot: Snapshot, prefix: str) -> session.View:
+    def backend_refs(snapshot: Snapshot, prefix: str) -> computer_session.View:
         fields = (snapshot.url, snapshot.title, snapshot.text, snapshot.elements, snapshot.upstream_chars)
-        return session.View(*fields, nonce="0f0f0f")
+        return computer_session.View(*fields, nonce="0f0f0f")
 
-    monkeypatch.setattr(session, "view", backend_refs)
+    monkeypatch.setattr(computer_session, "view", backend_refs)
     await one_page_desk("/forgery/")
     seen = await agent.observe(page="left")
     with pytest.raises(AssertionError):

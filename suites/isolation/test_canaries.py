@@ -28,12 +28,12 @@ import pytest
 from lab.cdp import CDPClient, CDPError
 from lab.tap import CDPTap, Record
 from lab.workspace import Workspace
-from runtime.app import Runtime
-from runtime.capability.host import ProviderRequest
-from runtime.client import HostedClient
+from runtime.assembly import Runtime
+from runtime.capability.contexts import ProviderRequest
 from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult, from_text
 from runtime.service import Settings
+from runtime.transports.client import HostedClient
 from suites.harness import Agent, Desk, client_in_task
 from suites.isolation.test_isolation import SCENARIOS, observe_act_verify_on_a
 from suites.lab.conftest import browser_ws_url

@@ -1186,6 +1186,16 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _req("unit:class-size", "a-house-easy-to-live-in", "no class in runtime/ or host/ is over 300 lines"),
     _req(
+        "unit:import-graph",
+        "a-house-easy-to-live-in",
+        "no modules of runtime/ or backends/ import one another in a circle",
+    ),
+    _req(
+        "unit:unique-names",
+        "a-house-easy-to-live-in",
+        "no two top-level classes or constants of runtime/, host/ and backends/ share a name",
+    ),
+    _req(
         "unit:approvals",
         "needs-user",
         "an approval holds once, for the write, frame, session and host it was granted for, and expires",

@@ -27,11 +27,11 @@ from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.tokens import count_text
 from lab.workspace import Workspace
-from runtime.app import Runtime
-from runtime.client import HostedClient
+from runtime.assembly import Runtime
 from runtime.endpoint import BrowserEndpoint
 from runtime.models import ComputerUseResult, Page
 from runtime.service import BackendFactory, Settings
+from runtime.transports.client import HostedClient
 from suites.harness import Agent, Desk, Seen, client_in_task, ref_of
 from suites.parity.ledger import LEDGER
 from suites.proofs import record_cost

@@ -27,7 +27,7 @@ from fixtures_sites.ledger import LedgerRow
 from fixtures_sites.server import FixtureServer
 from lab.processes import children_running
 from lab.tap import CDPTap
-from runtime.app import default_backends
+from runtime.assembly import default_backends
 from runtime.backend import Backend, BackendConfig, Element, Snapshot
 from runtime.models import Action, ComputerUseResult
 from runtime.service import BackendFactory, Settings

@@ -25,7 +25,7 @@ from backends.playwright_mcp import PlaywrightMCPBackend
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.workspace import Workspace
-from runtime.app import default_backends
+from runtime.assembly import default_backends
 from runtime.backend import Element
 from runtime.models import Action
 from runtime.service import BackendFactory

@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from lab.workspace import Workspace
-from runtime.probe import PageProbe
+from runtime.reading.probe import PageProbe
 from suites.harness import Agent, Desk, ref_of
 from suites.proofs import assert_handed_over, assert_no_writes
 

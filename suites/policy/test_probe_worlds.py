@@ -11,7 +11,7 @@ from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.workspace import Workspace
 from runtime.cdp import CDPConnection
-from runtime.probe import PageProbe, Worlds
+from runtime.reading.probe import PageProbe, Worlds
 
 pytestmark = pytest.mark.req("probe:world-per-document")
 

@@ -1,8 +1,8 @@
-"""The plain HTTP API (`POST /v1/computer_use`, `runtime.http_api`) is the MCP tool by other means: the same task run
-through MCP and through HTTP gives the same results, field by field, ids aside; so do the refusals.
+"""The plain HTTP API (`POST /v1/computer_use`, `runtime.transports.http_api`) is the MCP tool by other means: the same
+task run through MCP and through HTTP gives the same results, field by field, ids aside; so do the refusals.
 
-Both run against one real server: the runtime's HTTP app (`runtime.mcp.http.http_app`, what `computer-use serve
---transport http` and the app serve) under uvicorn on a free loopback port, bearer-protected, the MCP client
+Both run against one real server: the runtime's HTTP app (`runtime.transports.mcp.http.http_app`, what `computer-use
+serve --transport http` and the app serve) under uvicorn on a free loopback port, bearer-protected, the MCP client
 (`HostedClient` over the SDK's streamable HTTP client) on its /mcp and the HTTP client (`HttpClient`, aiohttp) on
 its /v1/computer_use. Real Chromium, backends and fixture server. The MCP run acts on Page A, the HTTP run on its
 twin B (the same form, the same size), so neither run sees what the other typed.
@@ -26,15 +26,15 @@ import pytest
 import uvicorn
 
 from lab.tap import CDPTap
-from runtime.app import Runtime
-from runtime.capability.host import ProviderRequest
+from runtime.assembly import Runtime
+from runtime.capability.contexts import ProviderRequest
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
-from runtime.client import HostedClient, HttpClient
 from runtime.commands.base import Outcome
-from runtime.http_api import HttpApi
-from runtime.mcp.http import BearerAuth, bounded_config, http_app
-from runtime.mcp.server import TOOL
-from runtime.session import PREFIX_CHARS
+from runtime.computer_session import PREFIX_CHARS
+from runtime.transports.client import HostedClient, HttpClient
+from runtime.transports.http_api import HttpApi
+from runtime.transports.mcp.http import BearerAuth, bounded_config, http_app
+from runtime.transports.mcp.server import TOOL
 from suites.harness import Desk, ref_of
 from suites.proofs import assert_no_runtime_calls
 from suites.reliability.conftest import CALL_LIMIT, within

@@ -18,8 +18,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from lab.tap import CDPTap
-from runtime.http_api import CONNECTION_HEADER, PATH
 from runtime.models import ComputerUseResult
+from runtime.transports.http_api import CONNECTION_HEADER, PATH
 from suites.harness import Agent
 from suites.proofs import assert_no_runtime_calls
 

@@ -30,13 +30,13 @@ import pytest
 from mcp import Client
 from pydantic import Field
 
-import runtime.adapter as adapter_module
-import runtime.mcp.server as server_module
+import runtime.transports.adapter as adapter_module
+import runtime.transports.mcp.server as server_module
 from runtime.arguments import ComputerUseArgs
 from runtime.commands.base import Outcome
-from runtime.mcp.server import TOOL, build_server
 from runtime.models import Action, ComputerUseResult
 from runtime.models.action import MAX_SHORT, MAX_TEXT
+from runtime.transports.mcp.server import TOOL, build_server
 from suites.proofs import record_cost
 
 Schema = dict[str, Any]

@@ -2,8 +2,8 @@
 
 The SDK's own stdio transport (mcp 2.3) drops a line it cannot parse without a word: not JSON, JSON that is no
 JSON-RPC message, a string with a lone-surrogate escape (`"\\ud800"`, valid JSON that pydantic-core refuses). The
-client then waits for its own timeout. `runtime.mcp.stdio` answers each (a JSON-RPC error, or the call's envelope
-with U+FFFD for the surrogate), skips a line over its size limit without holding it, and keeps serving.
+client then waits for its own timeout. `runtime.transports.mcp.stdio` answers each (a JSON-RPC error, or the call's
+envelope with U+FFFD for the surrogate), skips a line over its size limit without holding it, and keeps serving.
 
 Each test writes one bad line to a real `computer-use serve` child over OS pipes (one child for the module, so
 every later test also proves the connection survived the earlier lines), then a valid call, and reads answers in
@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 from lab.tap import CDPTap
-from runtime.mcp.server import TOOL
-from runtime.mcp.stdio import MAX_LINE_BYTES
 from runtime.models import ComputerUseResult
 from runtime.reasons import ReasonCode
+from runtime.transports.mcp.server import TOOL
+from runtime.transports.mcp.stdio import MAX_LINE_BYTES
 from suites.proofs import assert_no_runtime_calls
 
 pytestmark = pytest.mark.req("protocol:stdio-every-line-answered")

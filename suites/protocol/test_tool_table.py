@@ -18,8 +18,8 @@ import pytest
 from mcp import Client
 from mcp.types import Tool
 
-from runtime.mcp.server import TOOL
 from runtime.reasons import ReasonCode
+from runtime.transports.mcp.server import TOOL
 from suites.harness import tools_only_server
 from suites.protocol.test_schema import bounds
 from suites.sabotage import expose_upstream_tool

@@ -16,9 +16,9 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.workspace import LabPage, Workspace
+from runtime.computer_session import ComputerSession
 from runtime.models import ComputerUseResult, Page
 from runtime.reasons import ReasonCode
-from runtime.session import ComputerSession
 from suites.harness import Agent, Desk, ref_of
 
 # -- shared set-ups and window-shell moves the lab's Workspace does not have --------------------------------------

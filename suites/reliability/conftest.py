@@ -27,11 +27,11 @@ from lab.cdp import CDPClient, CDPError
 from lab.processes import alive_in_group
 from lab.tap import CDPTap
 from lab.workspace import Bounds, Workspace
-from runtime.app import Runtime, default_backends
+from runtime.assembly import Runtime, default_backends
 from runtime.backend import Backend, BackendConfig
-from runtime.client import HostedClient
 from runtime.models import ComputerUseResult, Page
 from runtime.service import BackendFactory, ComputerUseService, Parts, Settings
+from runtime.transports.client import HostedClient
 from suites.harness import Agent, Desk, client_in_task
 
 T = TypeVar("T")

@@ -4,9 +4,9 @@ server, and the *server* honours it — proven on the server's side, not by the 
 What is real: the runtime's own MCP server (`Runtime.server`, the one `computer-use serve` runs) with the real
 service, backends, Chromium and fixture server; the SDK's MCP client (`mcp.Client`, legacy handshake) which, when the
 call's task is cancelled, sends `notifications/cancelled` for the request; and two transports:
-- streamable HTTP: the runtime's HTTP app (`runtime.mcp.http.http_app`, what `computer-use serve --transport http`
-  serves) under uvicorn on a free 127.0.0.1 port of this test process, reached over TCP by the SDK's streamable
-  HTTP client;
+- streamable HTTP: the runtime's HTTP app (`runtime.transports.mcp.http.http_app`, what `computer-use serve
+  --transport http` serves) under uvicorn on a free 127.0.0.1 port of this test process, reached over TCP by the
+  SDK's streamable HTTP client;
 - stdio: the SDK's stdio transport (`mcp.server.stdio.stdio_server`, given explicit streams) on two real OS pipes,
   with the client on the other ends framed the same way (the SDK's own stdio client only spawns processes). Both
   directions are recorded as they cross the pipes, so the test can see the wire itself.
@@ -37,11 +37,11 @@ from mcp.client import Transport
 from mcp.server.stdio import stdio_server
 
 from fixtures_sites.server import FixtureServer, Stall
-from runtime.app import Runtime
-from runtime.client import HostedClient
-from runtime.mcp.http import http_app
+from runtime.assembly import Runtime
 from runtime.models import ComputerUseResult
 from runtime.service import CallRecord, ComputerUseService
+from runtime.transports.client import HostedClient
+from runtime.transports.mcp.http import http_app
 from suites.harness import Agent, Desk, client_in_task, ref_of
 from suites.honesty.variants import CancelReportedAsDone
 from suites.reliability.conftest import ACT_LIMIT, CALL_LIMIT, Variant, assert_outcome, within
@@ -121,7 +121,7 @@ Framing = Callable[..., contextlib.AbstractAsyncContextManager[Any]]
 @contextlib.asynccontextmanager
 async def over_stdio(runtime: Runtime, framing: Framing = stdio_server) -> AsyncIterator[tuple[Transport, Wire]]:
     """Serve `runtime.server` on a stdio transport over two OS pipes (the SDK's, or `framing`: e.g. the runtime's
-    own `runtime.mcp.stdio.stdio_server`, what `computer-use serve` runs); yield the client's transport.
+    own `runtime.transports.mcp.stdio.stdio_server`, what `computer-use serve` runs); yield the client's transport.
 
     Closing works as with a server process: the client closes its end of the server's stdin, the server's loop
     sees EOF and ends, and closing the server's stdout ends the client's reading."""

@@ -19,8 +19,8 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient, CDPError
 from lab.tap import CDPTap
-from runtime.app import Runtime
-from runtime.capability.host import ProviderRequest
+from runtime.assembly import Runtime
+from runtime.capability.contexts import ProviderRequest
 from runtime.commands.act import Act
 from runtime.models import ComputerUseResult
 from runtime.reasons import ReasonCode

@@ -31,9 +31,9 @@ from backends.common.normalize import MAX_ELEMENTS
 from backends.open_claude_chrome.adapter import OpenClaudeChromeBackend
 from backends.playwright_mcp.adapter import PlaywrightMCPBackend
 from lab.tokens import count_text
-from runtime.client import HostedClient
 from runtime.models import ComputerUseResult
 from runtime.observation import OBSERVATION_TOKENS
+from runtime.transports.client import HostedClient
 from suites.harness import Agent, client_in_task, ref_of
 from suites.reliability.conftest import CALL_LIMIT, within
 

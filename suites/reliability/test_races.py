@@ -19,10 +19,10 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.tap.sessions import BROWSER
-from runtime.capability.host import ProviderRequest
+from runtime.capability.contexts import ProviderRequest
+from runtime.computer_session import ComputerSession
 from runtime.models import ComputerUseResult
-from runtime.registry.registry import WriteLease
-from runtime.session import ComputerSession
+from runtime.registry.pages import WriteLease
 from suites.harness import Agent, Desk, other_backend, ref_of, second_agent
 
 WAIT = 20.0

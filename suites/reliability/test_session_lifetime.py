@@ -18,7 +18,7 @@ import allure
 import pytest
 
 from lab.processes import children_running, listening_ports
-from runtime.session import ComputerSession
+from runtime.computer_session import ComputerSession
 from suites.harness import Agent, Desk, second_agent
 from suites.parity.test_backend_freeze import executable
 from suites.reliability.conftest import SLACK, within

@@ -18,7 +18,7 @@ import allure
 import pytest
 
 from lab.processes import children_running, listening_ports, open_fds
-from runtime.session import ComputerSession
+from runtime.computer_session import ComputerSession
 from runtime.sessions import SessionManager
 from suites.harness import Agent, Desk
 from suites.parity.test_backend_freeze import executable

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.backend import BackendError, Failure, Snapshot
 from runtime.gateway import ScopedGateway
 from runtime.models import ComputerUseResult
-from runtime.probe import PageProbe
+from runtime.reading.probe import PageProbe
 from suites.harness import Agent, Desk
 from suites.reliability.conftest import ACT_LIMIT, PrivateBrowser, Recorded, assert_outcome, within
 

@@ -31,7 +31,7 @@ from lab.cdp import CDPClient
 from lab.netns import RemoteHost
 from lab.tap import CDPTap
 from lab.workspace import Workspace
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.gateway import GatewayError, ScopedGateway
 from runtime.service import Settings
 from runtime.startup import BrowserUnreachable

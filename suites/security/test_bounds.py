@@ -37,19 +37,19 @@ from mcp.server.stdio import stdio_server
 from mcp_types.version import OLDEST_SUPPORTED_VERSION
 from pydantic import Field
 
-import runtime.adapter as adapter_module
-import runtime.mcp.server as server_module
+import runtime.transports.adapter as adapter_module
+import runtime.transports.mcp.server as server_module
 import runtime.verification as verification
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from runtime.arguments import ComputerUseArgs
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
-from runtime.client import HostedClient
-from runtime.mcp.server import build_server
 from runtime.models import Assertion, ComputerUseResult
-from runtime.models.action import MAX_KEY, MAX_SHORT, MAX_TEXT, MAX_URL, MAX_VALUE, MAX_VALUES
+from runtime.models.action import MAX_KEY, MAX_NAVIGATE_URL, MAX_SHORT, MAX_TEXT, MAX_VALUE, MAX_VALUES
 from runtime.models.assertion import MAX_ASSERTED_TEXT, MAX_DEPTH, MAX_NAME, MAX_OF, MAX_PATTERN
 from runtime.scope import QUERY_CHARS
+from runtime.transports.client import HostedClient
+from runtime.transports.mcp.server import build_server
 from suites.harness import Agent, Desk, client_in_task, ref_of
 from suites.proofs import assert_no_runtime_calls, assert_no_writes
 from suites.reliability.conftest import CALL_LIMIT, within
@@ -95,7 +95,7 @@ def over_limit_calls(session: str, frame: str, ref: str) -> dict[str, dict[str, 
         "action.ref": act(type="click", ref=long_id),
         "action.text": act(type="type", ref=ref, text="t" * (MAX_TEXT + 1)),
         "action.key": act(type="press", key="K" * (MAX_KEY + 1)),
-        "action.url": act(type="navigate", url="http://127.0.0.1/" + "u" * MAX_URL),
+        "action.url": act(type="navigate", url="http://127.0.0.1/" + "u" * MAX_NAVIGATE_URL),
         "action.values": act(type="select", ref=ref, values=["v"] * (MAX_VALUES + 1)),
         "action.values.0": act(type="select", ref=ref, values=["v" * (MAX_VALUE + 1)]),
         "assertion.pattern": verify(type="title_matches", pattern="a" * (MAX_PATTERN + 1)),

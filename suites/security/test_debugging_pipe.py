@@ -36,14 +36,14 @@ import pytest
 
 from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPError
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.browser import PrivateChromium
 from runtime.cdp import CDPConnection
-from runtime.client import HostedClient
 from runtime.gateway import GatewayEvent, ScopedGateway
 from runtime.models import ComputerUseResult
 from runtime.pipe import PipeBroker, http_session
 from runtime.service import Settings
+from runtime.transports.client import HostedClient
 from suites.harness import client_in_task, ref_of
 from suites.security.conftest import GatewayWatch, raw_client
 

@@ -1,5 +1,5 @@
-"""Who may reach `POST /v1/computer_use` (`runtime.http_api`): every web page is hostile, and its script can reach
-every loopback port.
+"""Who may reach `POST /v1/computer_use` (`runtime.transports.http_api`): every web page is hostile, and its script can
+reach every loopback port.
 
 The live runtime's HTTP app (the same one `computer-use serve --transport http` and the app serve) runs under
 uvicorn on a free loopback port, bearer-protected, with real Chromium, backends and fixture server behind it. Each
@@ -22,13 +22,13 @@ from typing import Any
 import aiohttp
 import pytest
 
-import runtime.http_api as http_api
+import runtime.transports.http_api as http_api
 from lab.tap import CDPTap
 from runtime.capability.token import CapabilityError
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier, NamedConnection
-from runtime.client import HttpClient
-from runtime.http_api import CONNECTION_HEADER, PATH, HttpApi
-from runtime.mcp.server import TOOL
+from runtime.transports.client import HttpClient
+from runtime.transports.http_api import CONNECTION_HEADER, PATH, HttpApi
+from runtime.transports.mcp.server import TOOL
 from suites.harness import Desk
 from suites.proofs import assert_no_runtime_calls
 from suites.protocol.test_http_api import Both, Served, both, serving
@@ -520,7 +520,7 @@ async def test_the_connection_id_check_catches_a_verifier_that_ignores_the_conne
 async def test_the_size_check_catches_an_adapter_without_a_body_cap(
     one_form: Desk, served: Served, http_session: aiohttp.ClientSession, tap: CDPTap, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(http_api, "MAX_BODY", 1 << 30)
+    monkeypatch.setattr(http_api, "MAX_REQUEST_BYTES", 1 << 30)
     with pytest.raises(AssertionError, match="over 64 KiB: expected 413"):
         await check_request_limits(one_form, served, http_session, tap)
 

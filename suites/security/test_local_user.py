@@ -33,10 +33,10 @@ from aiohttp import web
 
 from lab.processes import processes
 from lab.tap import CDPTap
+from runtime.computer_session import ComputerSession
 from runtime.gateway import ScopedGateway
 from runtime.gateway.admission import Admission
 from runtime.loopback import TABLES, peer_uid
-from runtime.session import ComputerSession
 from suites.harness import Agent, Desk
 from suites.security.conftest import HTTP_TIMEOUT, GatewayWatch
 

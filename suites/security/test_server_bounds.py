@@ -20,7 +20,7 @@ whole body before they answer), unanswered.
 
 Negative controls, each caught by the same check: a deadline that covers the head only, a uvicorn protocol without the
 head deadline (a subclass put into
-the app through `runtime.mcp.http.BoundedH11Protocol`), an aiohttp listener without the connection cap
+the app through `runtime.transports.mcp.http.BoundedH11Protocol`), an aiohttp listener without the connection cap
 (`BoundedAppRunner.server_class` back to aiohttp's `web.Server`), and the SDK's default session manager (10,000
 sessions, 30 minutes).
 """
@@ -48,13 +48,13 @@ from mcp import Client
 from mcp.server.streamable_http_manager import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT
 
 import host.pairing as pairing_module
-import runtime.mcp.http as http_module
+import runtime.transports.mcp.http as http_module
 from host.app import HostApp
-from runtime.client import HostedClient
 from runtime.gateway import ScopedGateway
-from runtime.http_api import CONNECTION_HEADER, PATH
 from runtime.listeners import MAX_CONNECTIONS, BoundedAppRunner, BoundedH11Protocol
-from runtime.mcp.server import TOOL
+from runtime.transports.client import HostedClient
+from runtime.transports.http_api import CONNECTION_HEADER, PATH
+from runtime.transports.mcp.server import TOOL
 from suites.harness import Desk
 from suites.host.conftest import StartApp, start_app  # noqa: F401  (the host suite's fixture: the app, closed after)
 from suites.proofs import record_cost

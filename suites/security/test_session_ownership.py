@@ -26,8 +26,8 @@ from host.grants import GrantStore, NoGrant, Pairing
 from lab.processes import alive_in_group
 from lab.tap import CDPTap
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
-from runtime.mcp.server import TOOL
 from runtime.models import ComputerUseResult, from_text
+from runtime.transports.mcp.server import TOOL
 from suites.harness import Agent, Clock, Desk, client_in_task, ref_of
 from suites.reliability.conftest import CALL_LIMIT, RELEASE_LIMIT, within
 

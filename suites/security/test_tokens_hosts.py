@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from lab.tap import CDPTap
-from runtime.app import Runtime
-from runtime.capability.host import ContextStore, ProviderRequest
-from runtime.client import HostedClient
+from runtime.assembly import Runtime
+from runtime.capability.contexts import ContextStore, ProviderRequest
 from runtime.models import ComputerUseResult
 from runtime.settings import Settings
+from runtime.transports.client import HostedClient
 from suites.harness import Agent, Desk, client_in_task, ref_of
 
 

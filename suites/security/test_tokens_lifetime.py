@@ -33,15 +33,15 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from lab.workspace import Workspace
-from runtime.app import Runtime
 from runtime.arguments import ComputerUseArgs
-from runtime.capability.host import ContextStore, Host, PageContext
+from runtime.assembly import Runtime
+from runtime.capability.contexts import ContextStore, Host, PageContext
 from runtime.capability.token import Claims
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier, ExpiringSet
-from runtime.client import HostedClient
-from runtime.mcp.server import TOOL
 from runtime.models import ComputerUseResult
 from runtime.settings import Settings
+from runtime.transports.client import HostedClient
+from runtime.transports.mcp.server import TOOL
 from suites.harness import Agent, Clock, Desk, client_in_task, ref_of
 from suites.proofs import assert_no_runtime_calls, assert_no_writes
 

@@ -1,14 +1,14 @@
 """The isolation and token proofs over every transport the runtime serves: in-process, stdio and streamable HTTP.
 
 The token is bound to the MCP connection it was minted for, and the runtime finds that connection through a private
-attribute of the SDK (`runtime.mcp.server.connection_of`). In-memory clients alone never showed that the binding holds
-where it matters, so every proof here runs three ways:
+attribute of the SDK (`runtime.transports.mcp.server.connection_of`). In-memory clients alone never showed that the
+binding holds where it matters, so every proof here runs three ways:
 - in-process: the SDK's `mcp.Client` on the runtime's server object (what the other suites do);
-- stdio: the runtime's own stdio transport (`runtime.mcp.stdio.stdio_server`, what `computer-use serve` runs) on two
-  real OS pipes, one server loop per connection as with one server process per client, the SDK's stdio framing on
-  the client's ends (the SDK's own stdio client only spawns processes);
-- streamable HTTP: the runtime's HTTP app (`runtime.mcp.http.http_app`) behind its bearer check under uvicorn on a
-  free 127.0.0.1 port, reached over TCP by the SDK's streamable HTTP client with the bearer header.
+- stdio: the runtime's own stdio transport (`runtime.transports.mcp.stdio.stdio_server`, what `computer-use serve`
+  runs) on two real OS pipes, one server loop per connection as with one server process per client, the SDK's stdio
+  framing on the client's ends (the SDK's own stdio client only spawns processes);
+- streamable HTTP: the runtime's HTTP app (`runtime.transports.mcp.http.http_app`) behind its bearer check under uvicorn
+  on a free 127.0.0.1 port, reached over TCP by the SDK's streamable HTTP client with the bearer header.
 The runtime stays in this process so the test can mint tokens with its host (as `suites/reliability/
 test_cancellation.py` does). Real Chromium, backends and fixture server, as everywhere.
 
@@ -34,17 +34,17 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.context import ServerRequestContext
 
-import runtime.mcp.server as mcp_server
+import runtime.transports.mcp.server as mcp_server
 from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
-from runtime.app import Runtime
+from runtime.assembly import Runtime
 from runtime.capability.token import Claims
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier
-from runtime.client import HostedClient
-from runtime.mcp.http import bounded_config, http_app
-from runtime.mcp.server import TOOL
-from runtime.mcp.stdio import stdio_server
 from runtime.models import ComputerUseResult
+from runtime.transports.client import HostedClient
+from runtime.transports.mcp.http import bounded_config, http_app
+from runtime.transports.mcp.server import TOOL
+from runtime.transports.mcp.stdio import stdio_server
 from suites.harness import Agent, Desk, client_in_task
 from suites.isolation.test_isolation import observe_act_verify_on_a, others
 from suites.proofs import assert_no_runtime_calls, assert_no_writes, assert_untouched, report_figures

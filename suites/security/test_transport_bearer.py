@@ -31,8 +31,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from lab.tap import CDPTap
-from runtime.app import Runtime
-from runtime.mcp.http import TOKEN_ENV, BearerAuth
+from runtime.assembly import Runtime
+from runtime.transports.mcp.http import TOKEN_ENV, BearerAuth
 from suites.protocol.test_protocol import until_serving
 
 ROOT = Path(__file__).resolve().parents[2]

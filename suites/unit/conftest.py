@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.capability.host import ContextStore
+from runtime.capability.contexts import ContextStore
 from suites.harness import Clock
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from runtime.capability.approval import Binding
-from runtime.capability.host import ContextStore, Host, ProviderRequest
+from runtime.capability.contexts import ContextStore, Host, ProviderRequest
 from runtime.capability.token import TOKEN_LIFETIME, CapabilityError, Claims, new_secret, open_token, sign
 from runtime.capability.verifier import (
     CALL_KEY,
@@ -31,7 +31,7 @@ from runtime.capability.verifier import (
     StaleContext,
 )
 from runtime.models import Page
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 from suites.harness import Clock
 
 pytestmark = pytest.mark.req("unit:capability-token")

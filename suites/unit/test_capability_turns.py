@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from runtime.capability.approval import Binding
-from runtime.capability.host import ContextStore, Host
+from runtime.capability.contexts import ContextStore, Host
 from runtime.capability.token import open_token
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY, CapabilityVerifier, StaleContext
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 from suites.harness import Clock
 from suites.unit.test_capability import Connection, no_preview
 

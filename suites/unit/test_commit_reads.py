@@ -1,5 +1,5 @@
-"""What a write goes through and what it commits (runtime/commit.py), and the probe's structure reads
-(runtime/probe.py), against Chromium's own answers replayed.
+"""What a write goes through and what it commits (runtime/reading/commit.py), and the probe's structure reads
+(runtime/reading/probe.py), against Chromium's own answers replayed.
 
 The reads talk CDP, so a live Page is the only place they run for real; this file replays what Chromium answered
 (recorded once from a live run of these very reads on a form page: a submit button with a `pointerdown` listener, a
@@ -20,12 +20,13 @@ from typing import Any
 
 import pytest
 
-from runtime import commit, probe
 from runtime.backend import Element
 from runtime.cdp import CDPError
-from runtime.commit import (
+from runtime.models import Action
+from runtime.reading import commit, probe
+from runtime.reading.commit import (
+    CommitTargets,
     FormRead,
-    Reading,
     Target,
     holds_focus,
     live,
@@ -33,8 +34,7 @@ from runtime.commit import (
     mode_of,
     read_commit,
 )
-from runtime.models import Action
-from runtime.probe import FrameContext, PageProbe, Structure, _role, ax_property
+from runtime.reading.probe import FrameContext, PageProbe, Structure, _role, ax_property
 
 pytestmark = pytest.mark.req("unit:policy-rules")
 
@@ -253,7 +253,7 @@ async def test_a_click_by_ref_reads_the_top_frames_element_by_its_ax_node_and_a_
     frames = await attached(probe_, chromium, "click")
     assert frames == [TOP, CHILD]
     reading = await read_commit(probe_, Action(type="click", ref="e1"), Element("e1", "button", "Pay now"), frames)
-    assert reading == Reading([PAY_TOP, PAY_CHILD], found=True)
+    assert reading == CommitTargets([PAY_TOP, PAY_CHILD], found=True)
     assert ("Accessibility.queryAXTree", {"objectId": "3741203540693080969.4.1", "role": "button"}) in chromium.sent
 
 
@@ -264,7 +264,7 @@ async def test_a_select_whose_element_listens_for_change_commits_its_form() -> N
     frames = await attached(probe_, chromium, "select")
     act = Action(type="select", ref="e2", values=["Pro"])
     reading = await read_commit(probe_, act, Element("e2", "combobox", "Plan"), frames)
-    assert reading == Reading(
+    assert reading == CommitTargets(
         [
             Target(
                 frame=TOP,
@@ -333,7 +333,7 @@ async def test_enter_reads_the_focused_element_with_its_own_role_and_no_accessib
             "object_id": "3741203540693080969.4.5",
         }
     )
-    assert reading == Reading([focused])
+    assert reading == CommitTargets([focused])
 
 
 async def test_a_point_click_reads_the_link_under_it_and_its_mouseover_listener() -> None:
@@ -342,7 +342,7 @@ async def test_a_point_click_reads_the_link_under_it_and_its_mouseover_listener(
     chromium, probe_ = replay("point")
     frames = await attached(probe_, chromium, "point")
     reading = await read_commit(probe_, Action(type="click", x=10, y=251), None, frames)
-    assert reading == Reading(
+    assert reading == CommitTargets(
         [
             Target(
                 frame=TOP,
@@ -364,16 +364,16 @@ async def test_a_point_click_reads_the_link_under_it_and_its_mouseover_listener(
 async def test_a_press_on_nothing_focused_reads_nothing() -> None:
     chromium, probe_ = replay("focus_miss")
     frames = await attached(probe_, chromium, "focus_miss")
-    assert await read_commit(probe_, Action(type="press", key="Enter"), None, frames) == Reading([], found=True)
+    assert await read_commit(probe_, Action(type="press", key="Enter"), None, frames) == CommitTargets([], found=True)
 
 
 async def test_acts_that_commit_nothing_or_have_no_page_read_nothing() -> None:
     chromium, probe_ = replay("click")
     scroll = Action(type="scroll", ref="e1", direction="down")
-    assert await read_commit(probe_, scroll, Element("e1", "button", "Pay now"), [TOP]) == Reading([], found=True)
+    assert await read_commit(probe_, scroll, Element("e1", "button", "Pay now"), [TOP]) == CommitTargets([], found=True)
     click = Action(type="click", ref="e1")
-    assert await read_commit(probe_, click, Element("e1", "button", "Pay now"), []) == Reading([], found=False)
-    assert await read_commit(probe_, click, None, [TOP]) == Reading([], found=True)
+    assert await read_commit(probe_, click, Element("e1", "button", "Pay now"), []) == CommitTargets([], found=False)
+    assert await read_commit(probe_, click, None, [TOP]) == CommitTargets([], found=True)
     assert chromium.sent == []
 
 
@@ -389,7 +389,7 @@ async def test_a_ref_whose_element_is_gone_everywhere_is_not_found() -> None:
 
     chromium.script["Runtime.evaluate"] = none_in_the_dom
     reading = await read_commit(probe_, Action(type="click", ref="e1"), Element("e1", "button", "Pay later"), frames)
-    assert reading == Reading([], found=False)
+    assert reading == CommitTargets([], found=False)
 
 
 async def test_the_read_stops_after_ten_elements_across_frames() -> None:
@@ -577,24 +577,24 @@ async def test_listeners_that_cannot_be_read_are_none_and_the_handle_is_still_re
 async def test_a_key_goes_to_the_read_element_only_when_it_holds_the_focus() -> None:
     """Compared by the browser's node id: the focused `Pay now` is the top frame's one (node 19), not the child's."""
     chromium, probe_ = replay("focus_miss")
-    reading = Reading([PAY_TOP, PAY_CHILD])
+    reading = CommitTargets([PAY_TOP, PAY_CHILD])
     assert await holds_focus(probe_, reading) is False
     chromium.scene = "focus_hit"
     assert await holds_focus(probe_, reading) is True
-    assert await holds_focus(probe_, Reading([PAY_CHILD])) is False
-    assert await holds_focus(probe_, Reading([])) is False
+    assert await holds_focus(probe_, CommitTargets([PAY_CHILD])) is False
+    assert await holds_focus(probe_, CommitTargets([])) is False
     elsewhere = Target(**{**PAY_TOP.__dict__, "frame": FrameContext("OTHER", TARGET_ID, TOP.url, 4, True)})
-    assert await holds_focus(probe_, Reading([elsewhere])) is False
+    assert await holds_focus(probe_, CommitTargets([elsewhere])) is False
     unread = Target(**{**PAY_TOP.__dict__, "object_id": ""})
-    assert await holds_focus(probe_, Reading([unread])) is False
+    assert await holds_focus(probe_, CommitTargets([unread])) is False
 
 
 async def test_focus_is_not_held_when_a_node_is_gone_or_there_is_no_top_document() -> None:
     chromium, probe_ = replay("focus_hit")
     chromium.script["DOM.describeNode"] = fails()
-    assert await holds_focus(probe_, Reading([PAY_TOP])) is False
+    assert await holds_focus(probe_, CommitTargets([PAY_TOP])) is False
     chromium.script["DOM.describeNode"] = answers({"node": {}})
-    assert await holds_focus(probe_, Reading([PAY_TOP])) is False
+    assert await holds_focus(probe_, CommitTargets([PAY_TOP])) is False
 
     async def no_frames() -> list[FrameContext]:
         return []
@@ -603,9 +603,9 @@ async def test_focus_is_not_held_when_a_node_is_gone_or_there_is_no_top_document
         return [CHILD]
 
     probe_.frames = no_frames  # type: ignore[method-assign]
-    assert await holds_focus(probe_, Reading([PAY_TOP])) is False
+    assert await holds_focus(probe_, CommitTargets([PAY_TOP])) is False
     probe_.frames = child_only  # type: ignore[method-assign]
-    assert await holds_focus(probe_, Reading([PAY_CHILD])) is False
+    assert await holds_focus(probe_, CommitTargets([PAY_CHILD])) is False
 
 
 async def test_the_focus_is_compared_in_the_top_documents_session_only() -> None:
@@ -618,7 +618,7 @@ async def test_the_focus_is_compared_in_the_top_documents_session_only() -> None
         return [TOP, oopif]
 
     probe_.frames = with_oopif  # type: ignore[method-assign]
-    assert await holds_focus(probe_, Reading([PAY_TOP])) is True
+    assert await holds_focus(probe_, CommitTargets([PAY_TOP])) is True
 
 
 async def test_a_focused_element_that_cannot_be_described_matches_no_candidate_even_a_gone_one() -> None:
@@ -632,7 +632,7 @@ async def test_a_focused_element_that_cannot_be_described_matches_no_candidate_e
 
     chromium.script["DOM.describeNode"] = gone
     stale = Target(**{**PAY_TOP.__dict__, "object_id": "gone"})
-    assert await holds_focus(probe_, Reading([PAY_TOP, stale])) is False
+    assert await holds_focus(probe_, CommitTargets([PAY_TOP, stale])) is False
 
 
 # --- probe: structure, ax_nodes, query_ax, is_visible, _role, ax_property ---------------------------------------

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from runtime.backend import Element, Snapshot
+from runtime.computer_session import PREFIX_CHARS, Frame, view
 from runtime.delta import carry
 from runtime.observation import render, render_delta
-from runtime.session import PREFIX_CHARS, Frame, view
 from suites.harness import bare_session
 
 pytestmark = pytest.mark.req("delta:refs-kept", "delta:changes-only")

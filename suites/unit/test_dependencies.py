@@ -27,8 +27,8 @@ RUNTIME_MAY_IMPORT = {
     "anyio",
     "pydantic_core",
 }
-"""anyio and pydantic_core are the MCP SDK's stream and JSON parts that the stdio transport (runtime/mcp/stdio.py)
-plugs into; they come with mcp and pydantic."""
+"""anyio and pydantic_core are the MCP SDK's stream and JSON parts that the stdio transport
+(runtime/transports/mcp/stdio.py) plugs into; they come with mcp and pydantic."""
 LAB_MAY_NOT_IMPORT = {"runtime", "backends", "host"}
 HOST_MAY_NOT_IMPORT = {"backends", "lab", "fixtures_sites", "suites"}
 """The host uses the runtime's public API only; the provider SDKs (and httpx2, their transport, whose timeout

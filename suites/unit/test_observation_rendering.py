@@ -1,7 +1,7 @@
 """The observation renderer's exact output: what page text becomes, where it is cut, and what fits in the cap.
 
 The model reads these lines as the runtime's own, so page-controlled strings must come out exactly as promised in
-`runtime/observation.py`: one line of valid Unicode, nothing invisible, quotes escaped, cut at a fixed bound with
+`runtime/text.py`: one line of valid Unicode, nothing invisible, quotes escaped, cut at a fixed bound with
 the runtime's marker `‹+N›`; the framing and budget lines say exactly where a read stops and how to continue. The
 neighbouring properties (every element reachable, every read under the cap) are in `test_relation_and_rendering.py`
 and `test_delta.py`; these pin the exact strings and the boundaries (a field exactly at its bound, a cap exactly
@@ -14,19 +14,10 @@ import pytest
 
 from backends.chrome_devtools_mcp.adapter import parse_diagnostics
 from runtime.backend import Diagnostics, Element, Snapshot
+from runtime.computer_session import View
 from runtime.delta import Delta
-from runtime.observation import (
-    bare_url,
-    clean,
-    diagnostic_lines,
-    element_line,
-    estimate,
-    quote,
-    render,
-    render_delta,
-    well_formed,
-)
-from runtime.session import View
+from runtime.observation import bare_url, diagnostic_lines, element_line, estimate, render, render_delta
+from runtime.text import clean, quote, well_formed
 
 pytestmark = pytest.mark.req("unit:rendering", "injection:escaped")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from runtime import policy
-from runtime.commit import FormRead, Reading, Target, mode_of
 from runtime.models import Action
 from runtime.policy import PAYMENT, PRESSED, SIGN_IN, Handover, navigation, needs_user
-from runtime.probe import FrameContext, Structure
+from runtime.reading.commit import CommitTargets, FormRead, Target, mode_of
+from runtime.reading.probe import FrameContext, Structure
 
 pytestmark = pytest.mark.req("unit:policy-rules")
 
@@ -41,7 +41,7 @@ def form(*submitters: str, action: str = f"{ORIGIN}/save", password: bool = Fals
 
 
 def verdict(action: Action, *targets: Target, structure: Structure = PLAIN) -> str:
-    handover = needs_user(action, Reading(list(targets)), structure, f"{ORIGIN}/x")
+    handover = needs_user(action, CommitTargets(list(targets)), structure, f"{ORIGIN}/x")
     return handover.message if handover is not None else ""
 
 
@@ -152,7 +152,7 @@ def test_only_enter_and_space_commit_what_is_focused(key: str, mode: str | None)
 def test_only_a_write_handed_over_for_its_name_alone_may_be_allowed_once(
     action: Action, target: Target | None, structure: Structure, concept: str | None
 ) -> None:
-    handover = needs_user(action, Reading([target] if target else []), structure, f"{ORIGIN}/x")
+    handover = needs_user(action, CommitTargets([target] if target else []), structure, f"{ORIGIN}/x")
     assert handover is not None
     assert handover.concept == concept
 
@@ -172,7 +172,7 @@ def test_a_control_that_listens_for_the_press_is_the_users_to_click_whatever_it_
 def test_a_hover_listener_counts_on_any_control_when_the_pointer_could_not_be_moved_first() -> None:
     hovering = button("View details", listens_pointer=True)
     assert verdict(CLICK, hovering) == ""  # read with the pointer on it: what it became is what was read
-    unread = needs_user(CLICK, Reading([hovering], hover_unread=True), PLAIN, f"{ORIGIN}/x")
+    unread = needs_user(CLICK, CommitTargets([hovering], hover_unread=True), PLAIN, f"{ORIGIN}/x")
     assert unread is not None
     assert "pointer" in unread.message
 
@@ -204,7 +204,7 @@ def named_control(concept: str) -> str:
 
 
 def decide(action: Action, *targets: Target, structure: Structure = PLAIN, hover_unread: bool = False) -> Handover:
-    handover = needs_user(action, Reading(list(targets), hover_unread=hover_unread), structure, f"{ORIGIN}/x")
+    handover = needs_user(action, CommitTargets(list(targets), hover_unread=hover_unread), structure, f"{ORIGIN}/x")
     assert handover is not None, "not handed over"
     return handover
 
@@ -321,7 +321,7 @@ def test_a_write_no_rule_objects_to_is_the_agents(
     action: Action, targets: list[Target], structure: Structure | None, hover_unread: bool
 ) -> None:
     """The other side of each rule's boundary: the write is the agent's to do (reads are never blocked)."""
-    reading = Reading(list(targets), hover_unread=hover_unread)
+    reading = CommitTargets(list(targets), hover_unread=hover_unread)
     assert needs_user(action, reading, structure, f"{ORIGIN}/x") is None
 
 
@@ -341,7 +341,7 @@ def test_a_write_no_rule_objects_to_is_the_agents(
 def test_each_navigation_rule_alone_decides_with_its_own_message(
     url: str, message: str | None, concept: str | None
 ) -> None:
-    handover = needs_user(Action(type="navigate", url=url), Reading([]), PLAIN, f"{ORIGIN}/x")
+    handover = needs_user(Action(type="navigate", url=url), CommitTargets([]), PLAIN, f"{ORIGIN}/x")
     assert ((handover.message, handover.concept) if handover else (None, None)) == (message, concept)
 
 

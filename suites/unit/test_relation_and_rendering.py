@@ -10,11 +10,12 @@ import pytest
 from lab.tokens import count_text
 from runtime.backend import Element, Snapshot
 from runtime.cli import main as cli
+from runtime.computer_session import Frame, new_prefix, view
 from runtime.models import ComputerUseResult, PageInfo, as_text, from_text
 from runtime.models.page import Geometry
-from runtime.observation import OBSERVATION_TOKENS, clean, element_line, estimate, quote, render
+from runtime.observation import OBSERVATION_TOKENS, element_line, estimate, render
 from runtime.registry.relation import relation
-from runtime.session import Frame, new_prefix, view
+from runtime.text import clean, quote
 
 CHAT = Geometry(left=600, top=0, width=600, height=900)
 

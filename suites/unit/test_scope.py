@@ -8,9 +8,9 @@ import pytest
 
 from backends.common.structure import MAX_OPEN, NEAR_CHARS, Entry, structure
 from runtime.backend import Element, Snapshot
+from runtime.computer_session import view
 from runtime.observation import render
 from runtime.scope import Scope, same_region, words_of
-from runtime.session import view
 
 pytestmark = pytest.mark.req("observe:scoped")
 

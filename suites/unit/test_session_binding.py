@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 
 from runtime.backend import BackendConfig, Element, Snapshot
-from runtime.capability.host import PageContext
+from runtime.capability.contexts import PageContext
 from runtime.models import Page
 from runtime.reasons import ReasonCode
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 from runtime.sessions import (
     EARLIER_TURN,
     ENDED,
-    LOST,
     NOT_YOURS,
     OBSERVE_AGAIN,
+    TARGET_LOST_MESSAGE,
     TOMBSTONES,
     Refusal,
     SessionManager,
@@ -218,7 +218,7 @@ async def test_a_target_found_lost_without_an_event_is_target_lost_at_the_next_c
     await world.registry.refresh([page.registry_page_id])  # the browser lists no target: lost, no event
     assert session.invalid is None
     refused = refusal(lambda: world.manager.acquire(session.id, world.context(page)))
-    assert said(refused) == (ReasonCode.target_lost, LOST, None)
+    assert said(refused) == (ReasonCode.target_lost, TARGET_LOST_MESSAGE, None)
     assert session.id not in world.manager.live
     assert session.busy == 0
     await world.manager.close()
@@ -229,7 +229,7 @@ async def test_a_target_swapped_under_the_page_is_target_lost_even_if_nothing_re
     session = await world.manager.open(page, "t1", "h1")
     page.cdp_target_id = "T9"
     refused = refusal(lambda: world.manager.check_binding(session))
-    assert said(refused) == (ReasonCode.target_lost, LOST, None)
+    assert said(refused) == (ReasonCode.target_lost, TARGET_LOST_MESSAGE, None)
     await world.manager.close()
 
 
@@ -269,17 +269,17 @@ async def test_a_closed_or_replaced_target_ends_only_its_pages_sessions_as_targe
     replaced = await world.manager.open(third, "t1", "h1")
     assert {k[0] for k in world.manager._opening} == {p.registry_page_id for p in (page, other, third)}
     world.cdp.emit("Target.targetDestroyed", {"targetId": "T1"})
-    assert session.invalid == (ReasonCode.target_lost, LOST, None)
+    assert session.invalid == (ReasonCode.target_lost, TARGET_LOST_MESSAGE, None)
     assert (page.registry_page_id, "b1") not in world.manager._opening
     assert (other.registry_page_id, "b1") in world.manager._opening
     world.registry.replace_target(third.registry_page_id, "T3b", 2)
-    assert replaced.invalid == (ReasonCode.target_lost, LOST, None)
+    assert replaced.invalid == (ReasonCode.target_lost, TARGET_LOST_MESSAGE, None)
     assert (third.registry_page_id, "b1") in world.manager._opening  # replaced, not lost: the handle lives on
     await world.page("T4")  # a newly registered Page changes no binding
     assert bystander.invalid is None
     assert set(world.manager.live) == {bystander.id}
     lost = refusal(lambda: world.manager.acquire(session.id, world.context(page)))
-    assert said(lost) == (ReasonCode.target_lost, LOST, None)
+    assert said(lost) == (ReasonCode.target_lost, TARGET_LOST_MESSAGE, None)
     await world.manager.close()
 
 

@@ -1,11 +1,11 @@
-"""Matching the probe's in-view elements to a backend's elements (`runtime/viewport.py`): pure logic."""
+"""Matching the probe's in-view elements to a backend's elements (`runtime/reading/viewport.py`): pure logic."""
 
 from __future__ import annotations
 
 import pytest
 
 from runtime.backend import Element
-from runtime.viewport import in_view_first
+from runtime.reading.viewport import in_view_first
 
 pytestmark = pytest.mark.req("observe:viewport-first")
 

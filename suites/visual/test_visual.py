@@ -17,9 +17,9 @@ from fixtures_sites.server import FixtureServer
 from lab.tap import CDPTap
 from runtime.backend import Backend, BackendConfig, Snapshot
 from runtime.commands import observe
+from runtime.computer_session import ComputerSession
 from runtime.models import ComputerUseResult
 from runtime.service import BackendFactory
-from runtime.session import ComputerSession
 from suites.harness import Agent, Desk, ref_of
 
 

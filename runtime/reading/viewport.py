@@ -14,8 +14,8 @@ from bisect import bisect_left
 from collections.abc import Sequence
 
 from runtime.backend import Element
-from runtime.commit import loose
-from runtime.observation import NAME_CHARS
+from runtime.reading.commit import loose
+from runtime.text import NAME_CHARS
 
 DRAWN_MIN = (160, 120)
 """CSS px (width, height) of a drawn surface's visible part at least: a seat map or a chart, not an icon."""

@@ -1,6 +1,6 @@
 """The first-party client adapters: each attaches the host's one-time token to each `computer_use` call.
 
-`HostedClient` speaks MCP; `HttpClient` the plain HTTP API (`runtime.http_api`), with the token in headers.
+`HostedClient` speaks MCP; `HttpClient` the plain HTTP API (`runtime.transports.http_api`), with the token in headers.
 
 Over MCP the token goes in the request's `_meta`, outside the model's arguments. Each MCP adapter instance is one MCP
 connection, identified to the host by a random nonce that the runtime binds to the first connection using it.
@@ -18,10 +18,10 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from runtime.capability.approval import APPROVAL_KEY
-from runtime.capability.host import ProviderRequest
+from runtime.capability.contexts import ProviderRequest
 from runtime.capability.verifier import CALL_KEY, TOKEN_KEY
-from runtime.http_api import CALL_HEADER, CONNECTION_HEADER, PATH, TOKEN_HEADER, connection_nonce
-from runtime.mcp.server import TOOL
+from runtime.transports.http_api import CALL_HEADER, CONNECTION_HEADER, PATH, TOKEN_HEADER, connection_nonce
+from runtime.transports.mcp.server import TOOL
 
 
 class HostedClient:
@@ -51,7 +51,8 @@ class HttpApiError(Exception):
 
 
 class HttpClient:
-    """The first-party client of the plain HTTP API (`runtime.http_api`): one connection id, a token per call.
+    """The first-party client of the plain HTTP API (`runtime.transports.http_api`): one connection id, a token per
+    call.
 
     The connection id is a secret of this client; the host mints its tokens for the id's nonce
     (`connection_nonce`), so a token alone cannot be spent under any other id.

@@ -32,7 +32,7 @@ from runtime.backend import Backend, Element, Region, Snapshot
 from runtime.delta import Delta, carry
 from runtime.gateway import ScopedGateway
 from runtime.models.page import Page
-from runtime.probe import PageProbe
+from runtime.reading.probe import PageProbe
 from runtime.reasons import ReasonCode
 from runtime.scope import Scope
 
@@ -67,7 +67,7 @@ class Frame:
     delta: Delta | None = None
     """What changed since the frame the act that made this one was sent on (None for a full observation)."""
     order: list[int] | None = None
-    """The positions of the elements as observations show them, the viewport's first (`runtime/viewport.py`);
+    """The positions of the elements as observations show them, the viewport's first (`runtime/reading/viewport.py`);
     None for document order."""
     scope: Scope | None = None
     """What the observe that made it asked to read (`runtime/scope.py`); its continuations read the same. The frame

@@ -1,9 +1,9 @@
 """The path every adapter shares: arguments → validation → the one service → the result envelope.
 
-The MCP tool (`runtime/mcp/server.py`) and the plain HTTP API (`runtime/http_api.py`) differ only in how a call
-arrives (a `tools/call` with `_meta`, or a POST with headers) and how its envelope leaves (structuredContent plus a
-text block, or a JSON body). What a call may carry, what a malformed one is told, and what a result looks like are
-decided here, once, so the two cannot drift apart.
+The MCP tool (`runtime/transports/mcp/server.py`) and the plain HTTP API (`runtime/transports/http_api.py`) differ only
+in how a call arrives (a `tools/call` with `_meta`, or a POST with headers) and how its envelope leaves
+(structuredContent plus a text block, or a JSON body). What a call may carry, what a malformed one is told, and what a
+result looks like are decided here, once, so the two cannot drift apart.
 """
 
 from __future__ import annotations

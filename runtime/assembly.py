@@ -10,17 +10,17 @@ from importlib.metadata import entry_points
 
 import aiohttp
 
-from runtime.capability.host import ContextStore, Host
+from runtime.capability.contexts import ContextStore, Host
 from runtime.cdp import CDPConnection
 from runtime.endpoint import BrowserEndpoint, EndpointRefused
 from runtime.gateway import ScopedGateway
-from runtime.mcp.server import ComputerUseServer, build_server
 from runtime.models import Page
-from runtime.probe import read_preview
-from runtime.registry.registry import PageRegistry
+from runtime.reading.probe import read_preview
+from runtime.registry.pages import PageRegistry
 from runtime.service import BackendFactory, ComputerUseService, Parts, Settings
 from runtime.sessions import GatewayFactory
 from runtime.startup import BrowserUnreachable
+from runtime.transports.mcp.server import ComputerUseServer, build_server
 
 BACKENDS_GROUP = "computer_use.backends"
 """The entry-point group backends register in (`[project.entry-points."computer_use.backends"]`): name = factory.

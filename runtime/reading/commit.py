@@ -23,7 +23,7 @@ from runtime.backend import Element
 from runtime.cdp import CDPError
 from runtime.composed import COMPOSED
 from runtime.models import Action
-from runtime.probe import FrameContext, PageProbe
+from runtime.reading.probe import FrameContext, PageProbe
 from runtime.roles import chromium_roles
 
 MAX_CANDIDATES = 10
@@ -221,7 +221,7 @@ class Target:
 
 
 @dataclass
-class Reading:
+class CommitTargets:
     """The elements an act would commit through. `found` is False when a ref's element is no longer on the Page as
     the frame showed it (renamed, removed, or changed role): the frame is stale for this act."""
 
@@ -255,32 +255,32 @@ async def read_commit(
     element: Element | None,
     frames: list[FrameContext],
     top_named: list[dict[str, Any]] | None = None,
-) -> Reading:
+) -> CommitTargets:
     """The live elements `action` would go through, in the Page's `frames` (read once per write, shared with the
     structure read); an empty reading for acts that commit nothing. `top_named`: the top document's live elements
     with the element's role and name when the caller has just read them (the pointer, once the Page answered it),
     so the top document's accessibility tree is not asked again, a rendering update later."""
     mode = mode_of(action)
     if mode is None:
-        return Reading()
+        return CommitTargets()
     if not frames:
-        return Reading(found=False)
+        return CommitTargets(found=False)
     if action.type == "press":
         found = await probe.evaluate_in(frames[0], FOCUSED, by_value=False)
-        return Reading(await _reads(probe, frames[0], [found], mode))
+        return CommitTargets(await _reads(probe, frames[0], [found], mode))
     if action.is_point:
         expression = f"({AT_POINT})({json.dumps(action.x)}, {json.dumps(action.y)})"
         found = await probe.evaluate_in(frames[0], expression, by_value=False)
-        return Reading(await _reads(probe, frames[0], [found], mode))
+        return CommitTargets(await _reads(probe, frames[0], [found], mode))
     if element is None:
-        return Reading()
+        return CommitTargets()
     targets: list[Target] = []
     for frame in frames:
         named = top_named if frame.top and top_named is not None else await live(probe, frame, element)
         targets += await _reads(probe, frame, named, mode)
         if len(targets) >= MAX_CANDIDATES:
             break
-    return Reading(targets, found=bool(targets))
+    return CommitTargets(targets, found=bool(targets))
 
 
 async def live(probe: PageProbe, frame: FrameContext, element: Element) -> list[dict[str, Any]]:
@@ -404,7 +404,7 @@ async def _read(probe: PageProbe, frame: FrameContext, remote: dict[str, Any], m
     )
 
 
-async def holds_focus(probe: PageProbe, reading: Reading) -> bool:
+async def holds_focus(probe: PageProbe, reading: CommitTargets) -> bool:
     """Whether the Page's focused element (through open shadow roots and same-origin frames) is one of the live
     elements `reading` found: a key pressed now goes there (every backend presses keys on the focused element).
 

@@ -2,7 +2,7 @@
 (its policy read, the backend's action, the re-observation…) goes to the client as one `notifications/progress`
 while the call runs, so a client can show that an act taking seconds is still moving.
 
-Bounded: a phase is reported once (a call has at most `len(PHASES)` notifications) and the notifications all leave
+Bounded: a phase is reported once (a call has at most `len(PHASE_WORDS)` notifications) and the notifications all leave
 before the result does. A call without a token costs nothing: no task, no queue (`with_progress` is not entered).
 The phases come from the call's own marks (`runtime.phases.mark`); the runtime's rules do not know about
 MCP.
@@ -22,7 +22,7 @@ from runtime.phases import call_progress
 
 log = logging.getLogger(__name__)
 
-PHASES = {
+PHASE_WORDS = {
     "token": "authorization checked",
     "session": "Page session ready",
     "policy": "policy read",
@@ -33,7 +33,7 @@ PHASES = {
     "backend_screenshot": "screenshot taken",
     "frame": "observation built",
 }
-"""The phases reported, in words a client can show (`runtime.phases.PHASES` names them)."""
+"""The phases reported, in words a client can show (`runtime.phases.PHASE_WORDS` names them)."""
 FLUSH_TIMEOUT = 5.0
 """Seconds the last notifications may take to leave once the call has its result (a stalled client)."""
 
@@ -56,7 +56,7 @@ class Reporter:
         self._task = asyncio.create_task(self._send())
 
     def __call__(self, phase: str) -> None:
-        if phase in PHASES and phase not in self._seen:
+        if phase in PHASE_WORDS and phase not in self._seen:
             self._seen.add(phase)
             self._queue.put_nowait(phase)
 
@@ -65,7 +65,7 @@ class Reporter:
         while (phase := await self._queue.get()) is not None:
             sent += 1
             try:
-                await self._ctx.report_progress(sent, None, PHASES[phase])
+                await self._ctx.report_progress(sent, None, PHASE_WORDS[phase])
             except Exception:  # a client that went away: the call's result decides, not its progress
                 log.debug("a progress notification could not be sent", exc_info=True)
                 return

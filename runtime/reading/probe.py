@@ -18,7 +18,7 @@ from runtime.cdp import CDPConnection, CDPError
 from runtime.composed import COMPOSED, page_text
 from runtime.roles import chromium_roles
 
-LOST = re.compile(r"session|target|closed", re.I)  # Chromium's words when the attached target is gone
+TARGET_GONE_WORDS = re.compile(r"session|target|closed", re.I)  # Chromium's words when the attached target is gone
 NO_CONTEXT = re.compile(r"Cannot find context", re.I)  # Chromium's words for an execution context that is gone
 CAPTCHA_FRAME = re.compile(r"captcha|recaptcha|hcaptcha|turnstile|challenges\.cloudflare", re.I)
 
@@ -183,7 +183,7 @@ class PageProbe:
                 if self.dialog is not None:
                     raise DialogOpen(self.dialog)
         except CDPError as exc:
-            if not LOST.search(str(exc)):
+            if not TARGET_GONE_WORDS.search(str(exc)):
                 raise
             self._session = None
             raise TargetGone(str(exc)) from exc
@@ -192,7 +192,7 @@ class PageProbe:
         except CDPError as exc:
             if session is not None and session != self._session:
                 raise  # a child frame that went away (navigated, removed) is not the Page being gone
-            if not LOST.search(str(exc)):
+            if not TARGET_GONE_WORDS.search(str(exc)):
                 raise
             self._session = None
             raise TargetGone(str(exc)) from exc

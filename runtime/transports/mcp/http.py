@@ -33,9 +33,9 @@ from typing import Any
 import uvicorn
 from mcp.server import MCPServer
 
-from runtime.http_api import HttpApi
 from runtime.listeners import BoundedH11Protocol, ensure_descriptors
-from runtime.mcp.server import ComputerUseServer
+from runtime.transports.http_api import HttpApi
+from runtime.transports.mcp.server import ComputerUseServer
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 """Exactly the names the SDK protects against DNS rebinding (`127.0.0.2` is loopback, but not one of them)."""
@@ -133,7 +133,8 @@ class BearerAuth:
 
 def http_app(server: MCPServer, host: str, token: str | None) -> ASGIApp:
     """The server's streamable HTTP app (at /mcp) and, for a `ComputerUseServer`, the plain HTTP API over the same
-    service (`runtime.http_api`, at /v1/computer_use); both behind `BearerAuth` when a token is configured."""
+    service (`runtime.transports.http_api`, at /v1/computer_use); both behind `BearerAuth` when a token is
+    configured."""
     app: ASGIApp = server.streamable_http_app(
         host=host, max_sessions=MAX_SESSIONS, session_idle_timeout=SESSION_IDLE_TIMEOUT
     )

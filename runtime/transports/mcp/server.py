@@ -22,13 +22,13 @@ from mcp.types import Tool as MCPTool
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
-from runtime.adapter import envelope, serve
 from runtime.arguments import Command, Detail, Id, Query
 from runtime.capability.verifier import UNIDENTIFIED
-from runtime.mcp.progress import progress_token, with_progress
-from runtime.mcp.schema import compact
 from runtime.models import Action, Assertion, ComputerUseResult, as_text
 from runtime.service import ComputerUseService, Outcome
+from runtime.transports.adapter import envelope, serve
+from runtime.transports.mcp.progress import progress_token, with_progress
+from runtime.transports.mcp.schema import compact
 
 TOOL = "computer_use"
 
@@ -57,7 +57,7 @@ def _to_call_result(outcome: Outcome) -> CallToolResult:
 class ComputerUseServer(MCPServer):
     """MCPServer whose argument errors are `invalid_arguments` results, and whose schemas are compact.
 
-    `service` is the one service behind it, which the plain HTTP API (`runtime/http_api.py`) serves too."""
+    `service` is the one service behind it, which the plain HTTP API (`runtime/transports/http_api.py`) serves too."""
 
     service: ComputerUseService | None = None
 
@@ -73,9 +73,9 @@ class ComputerUseServer(MCPServer):
         return tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
-        """`computer_use` goes straight to the adapter (`runtime.adapter.serve`), which validates its arguments once,
-        as it does the HTTP API's: the SDK's own validation of the tool function's signature, which is there to
-        publish the schema, is not run on top of it."""
+        """`computer_use` goes straight to the adapter (`runtime.transports.adapter.serve`), which validates its
+        arguments once, as it does the HTTP API's: the SDK's own validation of the tool function's signature, which is
+        there to publish the schema, is not run on top of it."""
         if name != TOOL or context is None or self.service is None:
             return await super().call_tool(name, arguments, context)
         request = context.request_context

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from runtime.capability.approval import ApprovalRequest, Approvals, Binding
 from runtime.capability.token import TOKEN_LIFETIME, Claims, new_secret, sign
 from runtime.models.page import Page, PageInfo
-from runtime.registry.registry import PageRegistry
+from runtime.registry.pages import PageRegistry
 
 PreviewReader = Callable[[Page], Awaitable[str]]
 TurnEnded = Callable[[str, "str | None"], None]

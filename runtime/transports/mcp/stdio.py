@@ -97,13 +97,13 @@ def _error(ident: str | int | None, code: int, message: str) -> JSONRPCError:
 
 
 @dataclass(frozen=True)
-class Refused:
+class RefusedLine:
     """A line the server never sees, and the error that answers it."""
 
     answer: JSONRPCError
 
 
-def read_message(line: str) -> JSONRPCMessage | Refused | None:
+def read_message(line: str) -> JSONRPCMessage | RefusedLine | None:
     """The message on one line, or its refusal, or None for a line to drop (blank, or a malformed response)."""
     try:
         return jsonrpc_message_adapter.validate_json(line, by_name=False)
@@ -115,7 +115,7 @@ def read_message(line: str) -> JSONRPCMessage | Refused | None:
         data = scrub(json.loads(line))
     except (ValueError, RecursionError):
         logger.warning("stdio: answered a line of %d characters that is not JSON", len(line))
-        return Refused(_error(None, PARSE_ERROR, "Parse error: the line is not JSON"))
+        return RefusedLine(_error(None, PARSE_ERROR, "Parse error: the line is not JSON"))
     try:
         return jsonrpc_message_adapter.validate_json(json.dumps(data, ensure_ascii=False), by_name=False)
     except (ValueError, RecursionError):
@@ -126,7 +126,9 @@ def read_message(line: str) -> JSONRPCMessage | Refused | None:
     ident = data.get("id") if isinstance(data, dict) else None
     usable = isinstance(ident, str | int) and not isinstance(ident, bool) and "method" in data
     logger.warning("stdio: answered a line of %d characters that is no JSON-RPC message", len(line))
-    return Refused(_error(ident if usable else None, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message"))
+    return RefusedLine(
+        _error(ident if usable else None, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
+    )
 
 
 def write_message(message: JSONRPCMessage) -> str:
@@ -254,7 +256,7 @@ async def _serving(
                     continue
                 text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
                 message = read_message(text)
-                if isinstance(message, Refused):
+                if isinstance(message, RefusedLine):
                     await emit(message.answer)
                 elif message is not None:
                     await read_stream_writer.send(SessionMessage(message))

@@ -1,9 +1,9 @@
 """`POST /v1/computer_use`: the plain HTTP API, on the same port as the MCP app and thin over the same service.
 
 The body is `computer_use`'s arguments as a JSON object; the answer is the same result envelope the MCP tool returns
-as structuredContent (`runtime.adapter.envelope`), with status 200 whenever the call reached the tool (the envelope's
-`status` says ok, failed or needs_user, as MCP's `isError` does). The capability travels in headers, outside the
-arguments, as it travels in `_meta` over MCP:
+as structuredContent (`runtime.transports.adapter.envelope`), with status 200 whenever the call reached the tool (the
+envelope's `status` says ok, failed or needs_user, as MCP's `isError` does). The capability travels in headers,
+outside the arguments, as it travels in `_meta` over MCP:
 
 - `Computer-Use-Token`: the host's one-time token for this call (`TOKEN_KEY` over MCP);
 - `Computer-Use-Tool-Call`: the tool call id it was minted for (`CALL_KEY`);
@@ -21,9 +21,9 @@ closes (its nonce retired for a token lifetime: a client that gets "has closed" 
 Every web page is hostile, and its script can reach every loopback port. A browser sends `Origin` with every
 cross-origin POST (and with its CORS preflight), so a request carrying `Origin` gets 403 before anything else is
 read; `Content-Type` must be `application/json` (415), which no HTML form can send and no script can without a
-preflight; the body is capped at `MAX_BODY` (413); only POST is served (405). Bound to a loopback name, the `Host`
-header must name loopback too (421), as the SDK checks for /mcp (a DNS-rebinding defence). A bearer token, when
-configured, applies here too (`runtime.mcp.http.BearerAuth` wraps both). No answer ever carries a traceback.
+preflight; the body is capped at `MAX_REQUEST_BYTES` (413); only POST is served (405). Bound to a loopback name, the
+`Host` header must name loopback too (421), as the SDK checks for /mcp (a DNS-rebinding defence). A bearer token, when
+configured, applies here too (`runtime.transports.mcp.http.BearerAuth` wraps both). No answer ever carries a traceback.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from runtime.adapter import envelope, invalid, serve
 from runtime.capability.verifier import CALL_KEY, HTTP_NONCE_PREFIX, TOKEN_KEY, NamedConnection, NoConnection
 from runtime.commands.base import Outcome
 from runtime.service import ComputerUseService
+from runtime.transports.adapter import envelope, invalid, serve
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ PREFIX = "/v1/"
 TOKEN_HEADER = "Computer-Use-Token"
 CALL_HEADER = "Computer-Use-Tool-Call"
 CONNECTION_HEADER = "Computer-Use-Connection"
-MAX_BODY = 64 * 1024
+MAX_REQUEST_BYTES = 64 * 1024
 """Bytes a request body may have: every argument is bounded far below it (docs/mcp.md, "Limits")."""
 CONNECTIONS = 256
 """Connection ids kept at once (least recently used closed first)."""
@@ -69,7 +69,7 @@ def connection_nonce(connection_id: str) -> str:
     return HTTP_NONCE_PREFIX + hashlib.sha256(connection_id.encode()).hexdigest()[:32]
 
 
-class Refused(Exception):
+class HTTPRefusal(Exception):
     """An HTTP-level refusal: a status and a JSON body, before anything reaches the service."""
 
     def __init__(self, status: int, body: dict[str, Any], headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
@@ -79,8 +79,8 @@ class Refused(Exception):
         self.headers = headers
 
 
-def _error(status: int, error: str, message: str, *headers: tuple[bytes, bytes]) -> Refused:
-    return Refused(status, {"error": error, "message": message}, headers)
+def _error(status: int, error: str, message: str, *headers: tuple[bytes, bytes]) -> HTTPRefusal:
+    return HTTPRefusal(status, {"error": error, "message": message}, headers)
 
 
 def _one(headers: list[tuple[bytes, bytes]], name: str) -> str | None:
@@ -129,7 +129,7 @@ class HttpApi:
         try:
             status, body = await self._answer(scope, receive)
             headers: tuple[tuple[bytes, bytes], ...] = ()
-        except Refused as refused:
+        except HTTPRefusal as refused:
             status, body, headers = refused.status, refused.body, refused.headers
         except Exception:
             log.exception("%s %s failed unexpectedly", scope.get("method"), scope["path"])
@@ -189,7 +189,8 @@ class HttpApi:
         return data
 
     async def _call(self, arguments: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> Outcome:
-        """What the MCP tool does with a call (`runtime.adapter.serve`), the capability taken from the headers."""
+        """What the MCP tool does with a call (`runtime.transports.adapter.serve`), the capability taken from the
+        headers."""
         connection_id = _one(headers, CONNECTION_HEADER)
         connection: object = NoConnection(
             f"no connection to bind the token to: send {CONNECTION_HEADER} (16-128 of A-Z a-z 0-9 _ -), the id "
@@ -227,10 +228,10 @@ class HttpApi:
 
 
 async def _read(headers: list[tuple[bytes, bytes]], receive: Receive) -> bytes:
-    """The whole body, or 413 as soon as it is known to exceed `MAX_BODY` (declared or received)."""
-    too_large = _error(413, "body_too_large", f"the body may have at most {MAX_BODY} bytes")
+    """The whole body, or 413 as soon as it is known to exceed `MAX_REQUEST_BYTES` (declared or received)."""
+    too_large = _error(413, "body_too_large", f"the body may have at most {MAX_REQUEST_BYTES} bytes")
     declared = _one(headers, "content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+    if declared is not None and declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
         raise too_large
     body = bytearray()
     while True:
@@ -238,7 +239,7 @@ async def _read(headers: list[tuple[bytes, bytes]], receive: Receive) -> bytes:
         if message["type"] == "http.disconnect":
             raise _error(400, "incomplete_body", "the client went away before the body ended")
         body += message.get("body", b"")
-        if len(body) > MAX_BODY:
+        if len(body) > MAX_REQUEST_BYTES:
             raise too_large
         if not message.get("more_body", False):
             return bytes(body)
