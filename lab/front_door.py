@@ -2,8 +2,9 @@
 
 Selenium Grid 4 (`se:cdp`) and browserless hand out a browser WebSocket behind a door that wants a header
 (`Authorization: Bearer …`) and serves no `/json`. This stands in for that door in the remote-browser proofs: it
-answers the handshake on the browser's own path (`/devtools/browser/<id>`) only when the header is right (401
-otherwise, recorded), relays every frame unchanged to the browser, and answers anything else 404.
+answers the handshake on the browser's own path (`/devtools/browser/<id>`) only when the header is right (401 otherwise,
+recorded) and it carries no `Origin` (a web page's request: 403, recorded), relays every frame unchanged to the browser,
+and answers anything else 404.
 
 Run beside the browser (`python -m lab.front_door --listen HOST --upstream ws://127.0.0.1:PORT/devtools/browser/ID`,
 the header as `Name: value` in `$FRONT_DOOR_HEADER`): it prints its URL once it listens and stops on SIGTERM.
@@ -72,6 +73,9 @@ class FrontDoor:
     async def _serve(self, request: web.Request) -> web.StreamResponse:
         if request.path != self.path or request.method != "GET":
             return web.Response(status=404, text="no such endpoint")
+        if "Origin" in request.headers:  # a web page's request (its script can reach this address): never a client
+            self.turned.append(Turned(request.path, "an Origin header"))
+            return web.Response(status=403, text="no web origin may use this door")
         name, wanted = self.header
         given = request.headers.get(name)
         if given is None or not hmac.compare_digest(given.encode(), wanted.encode()):

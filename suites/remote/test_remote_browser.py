@@ -15,6 +15,7 @@ here skips with the reason.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -140,6 +141,56 @@ async def test_the_remote_browser_is_reached_only_through_its_door_which_serves_
         assert (await loaded).peer == remote.host.address
     finally:
         await lab_cdp.send("Target.closeTarget", {"targetId": target})
+
+
+PAGE_TRIES_THE_DOOR = """(async door => {
+  const socket = await new Promise(done => {
+    const ws = new WebSocket(door);
+    ws.onopen = () => { ws.close(); done('open'); };
+    ws.onerror = () => done('refused');
+    setTimeout(() => done('no answer'), 5000);
+  });
+  let fetched;
+  try {
+    const answer = await fetch(door.replace('ws://', 'http://'), {headers: {HEADER: 'Bearer SECRET'}});
+    fetched = 'status ' + answer.status;
+  } catch (error) { fetched = 'refused'; }
+  return [socket, fetched];
+})"""
+"""A page script's two ways to the door: a WebSocket (a page cannot add a header to it) and a fetch that carries the
+right header (the browser sends an Origin, and a preflight first)."""
+
+
+@pytest.mark.req("remote:door-only")
+async def test_a_page_script_in_the_farms_browser_is_refused_by_the_door_even_knowing_its_header(
+    remote: Farm, fixture_server: FixtureServer, lab_cdp: CDPClient
+) -> None:
+    target = (await lab_cdp.send("Target.createTarget", {"url": "about:blank"}))["targetId"]
+    try:
+        session = (await lab_cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+        await lab_cdp.send("Page.enable", session_id=session)
+        loaded = lab_cdp.wait_for_event("Page.loadEventFired", session)  # registered before the navigation
+        await lab_cdp.send("Page.navigate", {"url": fixture_server.url("/canary/?c=page-at-door")}, session_id=session)
+        await loaded
+        script = PAGE_TRIES_THE_DOOR.replace("HEADER", HEADER).replace("SECRET", remote.secret)
+        tried = await lab_cdp.send(
+            "Runtime.evaluate",
+            {"expression": f"({script})({json.dumps(remote.door)})", "awaitPromise": True, "returnByValue": True},
+            session_id=session,
+        )
+        socket, fetched = tried["result"]["value"]
+        assert socket == "refused", tried
+        assert fetched in ("refused", "status 403"), tried  # its preflight refused, or the door's Origin rule
+    finally:
+        await lab_cdp.send("Target.closeTarget", {"targetId": target})
+    # The Origin rule decides alone: the right header, the right path, and an Origin as a page's request has.
+    door = remote.door.replace("ws://", "http://")
+    page_like = {**remote.headers, "Origin": fixture_server.url("/")}
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
+        http.get(door, headers=page_like) as answer,
+    ):
+        assert answer.status == 403
 
 
 # -- a wrong or missing header ---------------------------------------------------------------------------------------
