@@ -23,8 +23,9 @@ from typing import Any
 import anthropic
 import httpx2
 
-from host.providers import MAX_TOOL_CALLS, REPLY_CHARS, bounded, status_error
 from host.providers.base import (
+    MAX_TOOL_CALLS,
+    REPLY_CHARS,
     AssistantTurn,
     Entry,
     ModelReply,
@@ -36,6 +37,7 @@ from host.providers.base import (
     ToolSpec,
     Usage,
 )
+from host.providers.errors import bounded, status_error
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 MAX_TOKENS = 4096

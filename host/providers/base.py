@@ -15,6 +15,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+
+REPLY_CHARS = 1_000_000
+"""The most text plus tool-call arguments one reply may stream: a compatible endpoint is not trusted to stop."""
+
+MAX_TOOL_CALLS = 64
+
 IMAGE_PLACEHOLDER = "[screenshot omitted: it was shown to the model in the request right after it was taken]"
 
 

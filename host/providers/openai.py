@@ -25,8 +25,9 @@ from typing import Any
 import httpx2
 import openai
 
-from host.providers import MAX_TOOL_CALLS, REPLY_CHARS, bounded, status_error
 from host.providers.base import (
+    MAX_TOOL_CALLS,
+    REPLY_CHARS,
     AssistantTurn,
     Entry,
     ModelReply,
@@ -37,6 +38,7 @@ from host.providers.base import (
     ToolSpec,
     Usage,
 )
+from host.providers.errors import bounded, status_error
 
 DEFAULT_MODEL = "gpt-4.1"
 CONNECT_TIMEOUT = 10.0

@@ -1,4 +1,5 @@
-"""No import circle in the runtime or the backends: a reader can start at any module and reach the leaves.
+"""No import circle in any package of the tree (the runtime, the backends, the host, the lab, the fixture sites
+and the suites): a reader can start at any module and reach the leaves.
 
 Checked on the source, every import counted: those under `if TYPE_CHECKING:` and those inside a function too, since
 a type-only circle is still a pair of modules that cannot be read one without the other. A module importing a
@@ -75,7 +76,7 @@ def circles(modules: dict[str, str]) -> list[list[str]]:
     return sorted(found)
 
 
-@pytest.mark.parametrize("folder", ["runtime", "backends"])
+@pytest.mark.parametrize("folder", ["runtime", "backends", "host", "lab", "fixtures_sites", "suites"])
 def test_no_modules_of_the_package_import_one_another_in_a_circle(folder: str) -> None:
     assert circles(sources(folder)) == []
 
