@@ -59,6 +59,8 @@ HEADLESS = (
     # omnibox is left as Chromium ships it.
     "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup",
 )
+PIPE_ONLY = ("--remote-debugging-pipe",)
+"""How Chromium is debugged: the pipe, and nothing else (no port any local user could reach)."""
 STDERR_DRAIN = 5.0
 """Seconds a stopped Chromium's stderr may take to reach its end (its process group is gone by then)."""
 # Chromium reads CDP from its fd 3 and writes to its fd 4. subprocess passes fds under their own numbers only, so
@@ -68,11 +70,6 @@ _ON_FDS_3_AND_4 = 'exec "$0" "$@" 3<&{reads} 4>&{writes} {reads}<&- {writes}>&-'
 
 class PrivateChromium:
     """A Chromium this process launched, and the broker that serves its debugging pipe."""
-
-    debugging: tuple[str, ...] = ("--remote-debugging-pipe",)
-    """How Chromium is debugged: the pipe, and nothing else (a class attribute, so a subclass can change it)."""
-    broker_class: type[PipeBroker] = PipeBroker
-    """What serves the pipe (a class attribute, so a subclass can swap in another broker)."""
 
     def __init__(
         self, process: asyncio.subprocess.Process, profile: Path, broker: PipeBroker, stderr: asyncio.Task[None]
@@ -85,8 +82,18 @@ class PrivateChromium:
         self._stderr = stderr
 
     @classmethod
-    async def launch(cls, timeout: float = 30.0, *, headless: bool = True) -> PrivateChromium:
-        """Launch it; `ChromiumUnavailable` when there is none to launch or it does not answer on the pipe."""
+    async def launch(
+        cls,
+        timeout: float = 30.0,
+        *,
+        headless: bool = True,
+        debugging: Sequence[str] = PIPE_ONLY,
+        broker: type[PipeBroker] = PipeBroker,
+    ) -> PrivateChromium:
+        """Launch it; `ChromiumUnavailable` when there is none to launch or it does not answer on the pipe.
+
+        `debugging` (how Chromium is debugged) and `broker` (what serves the pipe) are public seams: the app and
+        `serve --launch` always take the defaults, and a variant built elsewhere passes its own."""
         executable = find_chromium()
         profile = Path(tempfile.mkdtemp(prefix="computer-use-"))
         sockets = Path(tempfile.mkdtemp(prefix="computer-use-cdp-"))  # 0700: the broker's socket goes here
@@ -100,7 +107,7 @@ class PrivateChromium:
                 executable,
                 *(HEADLESS if headless else ()),
                 *FLAGS,
-                *cls.debugging,
+                *debugging,
                 f"--user-data-dir={profile}",
                 "about:blank",
                 pass_fds=(chromium_reads, chromium_writes),
@@ -119,13 +126,13 @@ class PrivateChromium:
                 os.close(fd)
         said: deque[str] = deque(maxlen=20)
         stderr = asyncio.create_task(_keep_last_lines(process, said))
-        broker: PipeBroker | None = None
+        served: PipeBroker | None = None
         try:
-            broker = cls.broker_class(await Pipe.open(we_read, we_write), sockets)
-            await broker.start(timeout)
+            served = broker(await Pipe.open(we_read, we_write), sockets)
+            await served.start(timeout)
         except BaseException as exc:
-            if broker is not None:
-                await broker.close()
+            if served is not None:
+                await served.close()
             await _stop(process)
             await _finish(stderr)
             _remove(profile, sockets)
@@ -143,7 +150,7 @@ class PrivateChromium:
                     + ("" if headless else ", or launch it headless (--headless)"),
                 ) from None
             raise
-        return cls(process, profile, broker, stderr)
+        return cls(process, profile, served, stderr)
 
     async def close(self) -> None:
         """Close the broker (its clients and the pipe), then Chromium; remove the profile and the socket's

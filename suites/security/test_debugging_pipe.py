@@ -10,7 +10,7 @@ The attacker is a second uid (`nobody`, through `setpriv`) while a Page with a s
 the broker's socket and `GET /json/list` on every TCP port Chromium's process group listens on (found as root from
 `/proc/net/tcp{,6}` and the group's fds; every loopback port would also hit other tests' gateways, whose refusal
 counts are proofs of their own). `computer-use serve --launch` and `computer-use app` are also run as a user runs
-them: no port, and the app's console URL unread by the second uid. Negative controls: `PortChromium` (the launcher's
+them: no port, and the app's console URL unread by the second uid. Negative controls: `PORT_TOO` (the launcher's
 `debugging` flags with the TCP port it had before) and `AnyUidBroker` (a broker whose peer check admits anyone),
 caught by the same checks.
 """
@@ -26,8 +26,9 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPError
 from runtime.assembly import Runtime
-from runtime.browser import PrivateChromium
+from runtime.browser import PIPE_ONLY, PrivateChromium
 from runtime.cdp import CDPConnection
 from runtime.gateway import GatewayEvent, ScopedGateway
 from runtime.models import ComputerUseResult
@@ -80,10 +81,8 @@ print(json.dumps(seen))
 """What the second uid runs: the broker's socket, then `/json/list` on each port given; a JSON line of what it got."""
 
 
-class PortChromium(PrivateChromium):
-    """The negative control's launcher: the pipe, and the TCP debugging port this launcher opened before issue 29."""
-
-    debugging = (*PrivateChromium.debugging, "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0")
+PORT_TOO = (*PIPE_ONLY, "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0")
+"""The negative control's `debugging` flags: the pipe, and the TCP port the launcher opened before issue 29."""
 
 
 class AnyUidBroker(PipeBroker):
@@ -91,10 +90,6 @@ class AnyUidBroker(PipeBroker):
 
     def admits(self, uid: int | None) -> bool:
         return True
-
-
-class AnyUidChromium(PrivateChromium):
-    broker_class = AnyUidBroker
 
 
 @dataclass
@@ -213,10 +208,14 @@ async def open_loaded(endpoint: str, urls: list[str], left: int = 0) -> list[tup
         await hands.close()
 
 
-async def exposure(launcher: type[PrivateChromium], fixture_server: FixtureServer, *, reachable: bool) -> Exposure:
+Launch = Callable[[], Awaitable[PrivateChromium]]
+"""How a check launches Chromium: `PrivateChromium.launch`, or the same with a negative control's seams."""
+
+
+async def exposure(launch: Launch, fixture_server: FixtureServer, *, reachable: bool) -> Exposure:
     """Launch as the app and `serve --launch` do, open a secret Page, and let the second uid try everything.
     `reachable`: open the socket's directory and the socket to everyone first, so only the peer check stands."""
-    chromium = await launcher.launch()
+    chromium = await launch()
     try:
         secret = await open_secret_page(chromium.endpoint, fixture_server)
         assert b"--remote-debugging-pipe" in arguments_of(chromium.process.pid)
@@ -239,7 +238,7 @@ async def exposure(launcher: type[PrivateChromium], fixture_server: FixtureServe
 async def test_a_launched_chromium_listens_on_no_tcp_port_and_a_second_uid_reaches_neither_its_socket_nor_a_list(
     fixture_server: FixtureServer,
 ) -> None:
-    seen = await exposure(PrivateChromium, fixture_server, reachable=False)
+    seen = await exposure(PrivateChromium.launch, fixture_server, reachable=False)
     assert seen.ports == [], f"Chromium listens on TCP ports {seen.ports}"
     assert seen.socket == "PermissionError", seen  # the 0700 directory: nobody can even reach the socket
     assert not seen.socket_listed
@@ -251,7 +250,7 @@ async def test_a_launched_chromium_listens_on_no_tcp_port_and_a_second_uid_reach
 async def test_the_port_check_catches_a_launcher_that_still_opens_a_debugging_port(
     fixture_server: FixtureServer,
 ) -> None:
-    seen = await exposure(PortChromium, fixture_server, reachable=False)
+    seen = await exposure(partial(PrivateChromium.launch, debugging=PORT_TOO), fixture_server, reachable=False)
     assert len(seen.ports) == 1, seen
     assert seen.listed_on == seen.ports, "the second uid read the secret Page's URL from /json/list"
 
@@ -260,7 +259,7 @@ async def test_the_port_check_catches_a_launcher_that_still_opens_a_debugging_po
 async def test_a_second_uid_that_can_reach_the_brokers_socket_is_closed_before_it_reads_anything(
     fixture_server: FixtureServer,
 ) -> None:
-    seen = await exposure(PrivateChromium, fixture_server, reachable=True)
+    seen = await exposure(PrivateChromium.launch, fixture_server, reachable=True)
     assert seen.socket in ("closed unanswered", "ConnectionResetError", "BrokenPipeError"), seen
     assert not seen.socket_listed
     assert seen.ports == []
@@ -269,7 +268,7 @@ async def test_a_second_uid_that_can_reach_the_brokers_socket_is_closed_before_i
 @pytest.mark.negative_control
 @pytest.mark.req("browser:debugging-pipe")
 async def test_the_socket_check_catches_a_broker_that_admits_every_uid(fixture_server: FixtureServer) -> None:
-    seen = await exposure(AnyUidChromium, fixture_server, reachable=True)
+    seen = await exposure(partial(PrivateChromium.launch, broker=AnyUidBroker), fixture_server, reachable=True)
     assert seen.socket == "answered", seen
     assert seen.socket_listed, "the second uid read the secret Page's URL from the broker"
 
