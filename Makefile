@@ -2,6 +2,10 @@
 # Both do their own set-up first: idempotent, and quick when already done.
 
 SHELL := /bin/bash
+# Bytecode caches on, whatever the environment says (some sandboxes set PYTHONDONTWRITEBYTECODE): without them each
+# pytest worker, child pytest and app subprocess compiles the tree again and pytest rewrites every test module's
+# asserts again (3 s of CPU per pytest process, on two cores that every test shares).
+unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest

@@ -40,14 +40,11 @@ import struct
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.types import CallToolResult
 
-# bpe_openai reads its BPE tables at import time through the deprecated importlib.resources.open_binary; that
-# DeprecationWarning is not ours to fix and would break suites run with warnings as errors.
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
+if TYPE_CHECKING:
     import bpe_openai
 
 __all__ = [
@@ -101,10 +98,16 @@ class TokenCount:
 def encoding() -> bpe_openai.Encoding:
     """The o200k_base encoding, loaded once per process (loading parses the BPE tables; counting is then cheap).
 
-    `bpe_openai.get_encoding` builds a new Encoding object on every call, hence the cache.
+    `bpe_openai.get_encoding` builds a new Encoding object on every call, hence the cache. The package is imported
+    here, not with this module: its import parses every table it ships (1.6 s of CPU), which every pytest worker,
+    child pytest and lab process importing the lab would pay without counting a token. Its table loader uses the
+    deprecated importlib.resources.open_binary; that DeprecationWarning is not ours to fix and would break suites
+    run with warnings as errors.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
+        import bpe_openai
+
         return bpe_openai.get_encoding(ENCODING_NAME)
 
 
