@@ -2,14 +2,13 @@
 console.
 
 The app reaches Chromium through the tap (label "runtime") like every system under test. The lab reaches the
-console only through its own direct CDP connection (`lab_cdp`): it types, ticks and clicks as a user would
-(`Input.*` on the console's target), and it watches the history from an isolated world it created itself
-(`Page.createIsolatedWorld`), so nothing the console's own scripts do can hide a rebuilt node from it.
+console only through its own direct CDP connection (`suites/console_driver.py`): it types, ticks and clicks as a
+user would, and it reads and watches the history from an isolated world it created itself, so nothing the console's
+own scripts do can hide a rebuilt node from it.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import shutil
@@ -26,15 +25,14 @@ from host.server import CONSOLE_DIR
 from lab.cdp import CDPClient
 from lab.tap import CDPTap
 from runtime.models import Page
+from suites.console_driver import ConsoleDriver
 
 HERE = Path(__file__).resolve().parent
 
 WAIT = 10.0
-"""Bound on a wait for the console itself (a checkbox appearing, a scroll landing)."""
+"""Bound on a scroll landing."""
 TURN_WAIT = 90.0
 """Bound on a wait for the turn (backends start lazily: the first observe spawns the upstream MCP server)."""
-CDP_MARGIN = 5.0
-"""The lab's CDP answer bound sits this far above the page's own bound, so the page's reason wins."""
 
 FORM, LOGIN = "/dom_form/", "/login/"
 TITLES = {"form": "Shipping details", "login": "Sign in"}
@@ -143,182 +141,75 @@ class Scroll:
         return self.overflow - self.top <= 2
 
 
-class ConsoleEyes:
-    """The lab's CDP session on the console's target, with an isolated world of the lab's own."""
+async def wait_turn(console: ConsoleDriver, state: str, condition: str = "true") -> None:
+    """Wait until `#turn` shows `state` (and `condition` holds); an error state ends the wait at once."""
+    turn = "document.querySelector('#turn').dataset.state"
+    await console.until(
+        f"({turn} === {json.dumps(state)} && ({condition})) || {turn} === 'error'", f"the turn {state}", TURN_WAIT
+    )
+    shown = await console.snapshot()
+    assert shown["state"] == state, f"the turn ended in {shown['state']!r}, not {state!r}: {await console.shown()}"
 
-    def __init__(self, cdp: CDPClient, session: str, context: int) -> None:
-        self.cdp = cdp
-        self.session = session
-        self.context = context
 
-    @classmethod
-    async def attach(cls, cdp: CDPClient, target_id: str, console_url: str) -> ConsoleEyes:
-        """Attach once the console's own document is committed, and create the lab's world in it."""
-        session = (await cdp.send("Target.attachToTarget", {"targetId": target_id, "flatten": True}))["sessionId"]
+def cards(shown: dict[str, Any]) -> list[list[str]]:
+    """[command, status, reason] of every card the console shows."""
+    return [[card["command"], card["status"], card["reason"]] for m in shown["messages"] for card in m["cards"]]
 
-        def is_console(params: dict[str, Any]) -> bool:
-            frame = params["frame"]
-            return "parentId" not in frame and frame["url"].startswith(console_url)
 
-        navigated = cdp.wait_for_event("Page.frameNavigated", session_id=session, predicate=is_console, timeout=WAIT)
-        await cdp.send("Page.enable", session_id=session)
-        frame = (await cdp.send("Page.getFrameTree", session_id=session))["frameTree"]["frame"]
-        if frame["url"].startswith(console_url):
-            navigated.cancel()
-        else:
-            frame = (await navigated)["frame"]
-        world = await cdp.send(
-            "Page.createIsolatedWorld", {"frameId": frame["id"], "worldName": "lab-chat-eyes"}, session_id=session
-        )
-        eyes = cls(cdp, session, world["executionContextId"])
-        await eyes.wait(
-            "document.readyState === 'complete' && !!document.querySelector('#history')"
-            " && !!document.querySelector('#turn')"
-        )
-        return eyes
+async def press_last(console: ConsoleDriver, selector: str) -> None:
+    """Click the last enabled element matching `selector` with a DOM click, without scrolling it into view.
 
-    async def evaluate(self, expression: str, timeout: float = WAIT) -> Any:
-        """Evaluate in the lab's world (same DOM as the console, none of its scripts)."""
-        result = await self.cdp.send(
-            "Runtime.evaluate",
-            {"expression": expression, "contextId": self.context, "awaitPromise": True, "returnByValue": True},
-            session_id=self.session,
-            timeout=timeout + CDP_MARGIN,
-        )
-        if "exceptionDetails" in result:
-            details = result["exceptionDetails"]
-            raise RuntimeError(f"{expression[:200]!r} threw: {details.get('exception', {}).get('description')}")
-        return result["result"].get("value")
+    Used for a card's Continue while the history is scrolled up: a person's click would first have to scroll the
+    button into view, which is exactly the scroll position under test.
+    """
+    await console.evaluate(
+        f"""(() => {{
+            const all = [...document.querySelectorAll({json.dumps(selector)})].filter((b) => !b.disabled);
+            if (!all.length) throw new Error("no enabled " + {json.dumps(selector)});
+            all[all.length - 1].click();
+            return true;
+        }})()"""
+    )
 
-    async def wait(self, condition: str, timeout: float = WAIT) -> None:
-        """Wait, bounded and in the page, until a JS `condition` holds (rechecked on every DOM change and scroll)."""
-        held = await self.evaluate(
-            f"""new Promise((resolve) => {{
-                const check = () => {{ try {{ return Boolean({condition}); }} catch (e) {{ return false; }} }};
-                if (check()) return resolve(true);
-                const stop = (value) => {{
-                    clearTimeout(timer); observer.disconnect(); document.removeEventListener("scroll", onScroll, true);
-                    resolve(value);
-                }};
-                const onScroll = () => {{ if (check()) stop(true); }};
-                const timer = setTimeout(() => stop(false), {int(timeout * 1000)});
-                const observer = new MutationObserver(() => {{ if (check()) stop(true); }});
-                observer.observe(document, {{subtree: true, childList: true, characterData: true, attributes: true}});
-                document.addEventListener("scroll", onScroll, true);
-            }})""",
-            timeout,
-        )
-        if not held:
-            raise AssertionError(f"within {timeout:g}s, never: {condition}\nconsole: {await self.state()}")
 
-    async def state(self) -> dict[str, Any]:
-        """What a user sees of the turn: its state, the notice, and every card's status, reason and page."""
-        return await self.evaluate(
-            """({
-                turn: document.querySelector("#turn")?.dataset.state,
-                notice: document.querySelector("#notice")?.textContent.trim().slice(0, 300),
-                cards: [...document.querySelectorAll("article.card")].map((card) => [
-                    card.querySelector(".command")?.textContent.trim().slice(0, 60),
-                    card.dataset.status,
-                    card.querySelector(".reason")?.textContent.trim().slice(0, 80),
-                ]),
-            })"""
-        )
+async def scroll_history(console: ConsoleDriver, top: int) -> Scroll:
+    """Scroll the history as a user would, and return once the scroll event has been dispatched (or, bounded, as it
+    is: the scroll checks say what is wrong with the position read here)."""
+    await console.evaluate(
+        f"""new Promise((resolve) => {{
+            const history = document.querySelector("#history");
+            const timer = setTimeout(() => resolve(false), {int(WAIT * 1000)});
+            history.addEventListener("scroll", () => {{ clearTimeout(timer); resolve(true); }}, {{once: true}});
+            history.scrollTop = {top};
+        }})""",
+        timeout=WAIT,
+    )
+    return await history_position(console)
 
-    async def wait_turn(self, state: str, condition: str = "true", timeout: float = TURN_WAIT) -> None:
-        """Wait until `#turn` shows `state` (and `condition` holds); an error state ends the wait at once."""
-        await self.wait(
-            f"(document.querySelector('#turn').dataset.state === {json.dumps(state)} && ({condition}))"
-            " || document.querySelector('#turn').dataset.state === 'error'",
-            timeout,
-        )
-        seen = await self.state()
-        assert seen["turn"] == state, f"the turn ended in {seen['turn']!r}, not {state!r}: {seen}"
 
-    # -- the user's hands --------------------------------------------------------------------------------------
+async def history_position(console: ConsoleDriver) -> Scroll:
+    """Where the history is scrolled, and how far it could be."""
+    top, height, client = await console.evaluate(
+        "(() => { const h = document.querySelector('#history'); return [h.scrollTop, h.scrollHeight, "
+        "h.clientHeight]; })()"
+    )
+    return Scroll(top, height, client)
 
-    async def click(self, selector: str) -> None:
-        """A real mouse click (Input.dispatchMouseEvent) at the middle of the element."""
-        x, y = await self.evaluate(
-            f"""(() => {{
-                const element = document.querySelector({json.dumps(selector)});
-                if (!element) throw new Error("no element " + {json.dumps(selector)});
-                element.scrollIntoView({{block: "nearest"}});
-                const box = element.getBoundingClientRect();
-                return [box.left + box.width / 2, box.top + box.height / 2];
-            }})()"""
-        )
-        for kind in ("mousePressed", "mouseReleased"):
-            await self.cdp.send(
-                "Input.dispatchMouseEvent",
-                {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1},
-                session_id=self.session,
-            )
 
-    async def type(self, selector: str, text: str) -> None:
-        """Click into the field, then type as a keyboard would (Input.insertText)."""
-        await self.click(selector)
-        await self.wait(f"document.activeElement === document.querySelector({json.dumps(selector)})")
-        await self.cdp.send("Input.insertText", {"text": text}, session_id=self.session)
+async def install_watch(console: ConsoleDriver) -> None:
+    """The lab's watch over `#history` (suites/chat/watch.js), in the lab's own world."""
+    await console.evaluate((HERE / "watch.js").read_text(encoding="utf-8"))
 
-    async def press_last(self, selector: str) -> None:
-        """Click the last enabled element matching `selector` with a DOM click, without scrolling it into view.
 
-        Used for a card's Continue while the history is scrolled up: a mouse click would first have to scroll the
-        button into view, which is exactly the scroll position under test.
-        """
-        await self.evaluate(
-            f"""(() => {{
-                const all = [...document.querySelectorAll({json.dumps(selector)})].filter((b) => !b.disabled);
-                if (!all.length) throw new Error("no enabled " + {json.dumps(selector)});
-                all[all.length - 1].click();
-                return true;
-            }})()"""
-        )
-
-    async def scroll_history(self, top: int) -> Scroll:
-        """Scroll the history as a user would, and return once the scroll event has been dispatched."""
-        await self.evaluate(
-            f"""new Promise((resolve) => {{
-                const history = document.querySelector("#history");
-                const timer = setTimeout(() => resolve(false), {int(WAIT * 1000)});
-                history.addEventListener("scroll", () => {{ clearTimeout(timer); resolve(true); }}, {{once: true}});
-                history.scrollTop = {top};
-            }})"""
-        )
-        return await self.scroll()
-
-    async def scroll(self) -> Scroll:
-        top, height, client = await self.evaluate(
-            "(() => { const h = document.querySelector('#history'); return [h.scrollTop, h.scrollHeight, "
-            "h.clientHeight]; })()"
-        )
-        return Scroll(top, height, client)
-
-    # -- the lab's instruments ---------------------------------------------------------------------------------
-
-    async def install_watch(self) -> None:
-        await self.evaluate((HERE / "watch.js").read_text(encoding="utf-8"))
-
-    async def report(self) -> dict[str, Any]:
-        return await self.evaluate("globalThis.__labWatch.report()")
-
-    async def screenshot(self) -> bytes:
-        """The console's window as the user sees it (PNG of the viewport)."""
-        shot = await self.cdp.send(
-            "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False}, session_id=self.session
-        )
-        return base64.b64decode(shot["data"])
-
-    async def detach(self) -> None:
-        with contextlib.suppress(Exception):  # the console may already be gone with its app
-            await self.cdp.send("Target.detachFromTarget", {"sessionId": self.session})
+async def report(console: ConsoleDriver) -> dict[str, Any]:
+    return await console.evaluate("globalThis.__labWatch.report()")
 
 
 @dataclass
 class ChatConsole:
     app: HostApp
-    eyes: ConsoleEyes
+    console: ConsoleDriver
+    """The lab's hands and eyes on the console, in an isolated world of the lab's own."""
     pages: dict[str, Page]
 
 
@@ -386,11 +277,13 @@ def open_console(tap: CDPTap, lab_cdp: CDPClient, fixture_server: FixtureServer,
                 "login": await app.open_page(fixture_server.url(LOGIN), placement="left"),
                 "form": await app.open_page(fixture_server.url(FORM), placement="right"),
             }
-            eyes = await ConsoleEyes.attach(lab_cdp, app.chat_page.cdp_target_id, app.console_url)
+            console = await ConsoleDriver.attach(
+                lab_cdp, app.console_url, target_id=app.chat_page.cdp_target_id, world="lab-chat-eyes"
+            )
             try:
-                yield ChatConsole(app, eyes, pages)
+                yield ChatConsole(app, console, pages)
             finally:
-                await eyes.detach()
+                await console.detach()
         finally:
             await app.close()
 

@@ -23,19 +23,26 @@ from typing import Any
 import allure
 import pytest
 
-from runtime.models import Page
 from runtime.reasons import ReasonCode
 from suites.chat.conftest import (
     JUMPING,
     TITLES,
     USER_MESSAGE,
+    WAIT,
     ChatConsole,
-    ConsoleEyes,
     OpenConsole,
     Scroll,
+    cards,
+    history_position,
+    install_watch,
     patched_console,
+    press_last,
+    report,
     rerendering,
+    scroll_history,
+    wait_turn,
 )
+from suites.console_driver import ConsoleDriver
 from suites.proofs import record_cost
 
 DEFAULT_BACKEND = "playwright_mcp"
@@ -54,10 +61,6 @@ NO_CARD_RUNNING = "!document.querySelector('article.card[data-status=\"running\"
 
 def hand_overs(count: int) -> str:
     return f"document.querySelectorAll('article.card[data-status=\"needs_user\"]').length >= {count}"
-
-
-def tick(page: Page) -> str:
-    return f'#turn-pages input[type=checkbox][data-page="{page.registry_page_id}"]'
 
 
 @dataclass
@@ -125,48 +128,45 @@ def assert_scroll_held(scrolled: Scroll | None, after: Scroll | None, updates: i
 
 async def start_turn(chat: ChatConsole) -> None:
     """Type the message, tick both Pages, press Send; return at the first hand-over (`#turn` needs_user)."""
-    eyes = chat.eyes
-    ticks = {tick(page): TITLES[name] for name, page in chat.pages.items()}
+    console = chat.console
     # Wait until the Pages show their titles: a label that grows after the pointer aimed moves the box below it.
-    await eyes.wait(
+    await console.until(
         " && ".join(
-            f"!!document.querySelector({json.dumps(box)})?.closest('label').textContent.includes({json.dumps(title)})"
-            for box, title in ticks.items()
-        )
+            f"!!document.querySelector('#turn-pages input[data-page=\"{page.registry_page_id}\"]')"
+            f"?.closest('label').textContent.includes({json.dumps(TITLES[name])})"
+            for name, page in chat.pages.items()
+        ),
+        "both Pages' titles beside their ticks",
     )
-    await eyes.install_watch()
-    await eyes.type("textarea#message", USER_MESSAGE)
-    for box in ticks:
-        await eyes.click(box)
-        await eyes.wait(f"document.querySelector({json.dumps(box)}).checked")
-    await eyes.click("button#send")
-    await eyes.wait_turn("needs_user")
+    await install_watch(console)
+    await console.send(USER_MESSAGE, [page.registry_page_id for page in chat.pages.values()])
+    await wait_turn(console, "needs_user")
 
 
-async def settle(eyes: ConsoleEyes) -> Scroll:
+async def settle(console: ConsoleDriver) -> Scroll:
     """The history once it reached the bottom (bounded: the console may scroll on the next frame), or as it is."""
     with contextlib.suppress(AssertionError):  # the checks say what is wrong with the position read here
-        await eyes.wait(AT_BOTTOM.format(min=MIN_OVERFLOW))
-    return await eyes.scroll()
+        await console.until(AT_BOTTOM.format(min=MIN_OVERFLOW), "the history at its bottom", WAIT)
+    return await history_position(console)
 
 
 async def run_turn(chat: ChatConsole) -> TurnRun:
     """The whole turn: follow at both hand-overs, Continue the first, scroll up and Continue the second."""
-    eyes, run = chat.eyes, TurnRun()
+    console, run = chat.console, TurnRun()
     await start_turn(chat)
-    run.followed.append(await settle(eyes))
-    run.screenshot = await eyes.screenshot()
-    await eyes.press_last("button.continue")
-    await eyes.wait_turn("needs_user", hand_overs(2))
-    run.followed.append(await settle(eyes))
-    run.scrolled = await eyes.scroll_history(0)
-    updates_at_scroll = (await eyes.report())["updates"]
-    await eyes.press_last("button.continue")
-    await eyes.wait_turn("idle", NO_CARD_RUNNING)
-    run.after = await eyes.scroll()
-    run.report = await eyes.report()
+    run.followed.append(await settle(console))
+    run.screenshot = await console.screenshot()
+    await press_last(console, "button.continue")
+    await wait_turn(console, "needs_user", hand_overs(2))
+    run.followed.append(await settle(console))
+    run.scrolled = await scroll_history(console, 0)
+    updates_at_scroll = (await report(console))["updates"]
+    await press_last(console, "button.continue")
+    await wait_turn(console, "idle", NO_CARD_RUNNING)
+    run.after = await history_position(console)
+    run.report = await report(console)
     run.updates_after_scroll = run.report["updates"] - updates_at_scroll
-    run.cards = (await eyes.state())["cards"]
+    run.cards = cards(await console.snapshot())
     return run
 
 

@@ -32,7 +32,8 @@ from runtime.capability.contexts import ProviderRequest
 from runtime.capability.token import CapabilityError, open_token
 from runtime.models import ComputerUseResult, from_text
 from runtime.transports.client import HostedClient
-from suites.host.conftest import Console, StartApp, call, turn_ended, until_event, write_task
+from suites.console_driver import ConsoleDriver
+from suites.host.conftest import StartApp, call, turn_ended, until_event, write_task
 from suites.host.wire import API_KEY, Call, Failure, Hang, Reply, StandIn, images
 from suites.proofs import assert_untouched
 
@@ -46,7 +47,7 @@ def observe(page: str, say: str = "I'll look at **the form**.") -> dict[str, Any
     return {"say": say, "calls": [call(command="observe", page={"$page": page})]}
 
 
-async def open_fixture(console: Console, server: FixtureServer, path: str, placement: str, title: str) -> str:
+async def open_fixture(console: ConsoleDriver, server: FixtureServer, path: str, placement: str, title: str) -> str:
     """Open a fixture page through the console's form; returns its handle once the Pages list shows its title."""
     handle = await console.open_url(server.url(path), placement)
     selector = json.dumps(f'#pages li.page[data-page="{handle}"] .title')
@@ -438,7 +439,7 @@ async def test_closing_the_chat_page_ends_the_running_turn(
         assert app.conversation.busy
 
         mark = app.events.next_id
-        await lab_cdp.send("Target.closeTarget", {"targetId": console.target})
+        await lab_cdp.send("Target.closeTarget", {"targetId": console.target_id})
         await until_event(app, mark, turn_ended)
         assert not app.conversation.busy
         notices = [json.loads(e) for e in app.events.since(mark)]
@@ -522,10 +523,7 @@ async def test_the_backend_setting_is_saved_and_moves_only_new_sessions(
     await console.send("Sign me in.", [handle])
     await until_event(app, mark, lambda e: e == {"type": "turn", "state": "needs_user"})
 
-    await console.evaluate(
-        """(() => { const select = document.getElementById('backend'); select.value = 'open_claude_chrome';
-        select.dispatchEvent(new Event('change')); })()"""
-    )
+    await console.choose("#backend", "open_claude_chrome")
     await until_event(app, mark, lambda e: e.get("type") == "settings" and e["backend"] == "open_claude_chrome")
     saved = json.loads((tmp_path / "config" / FILE_NAME).read_text())
     assert saved == {"backend": "open_claude_chrome"}
@@ -647,14 +645,13 @@ async def test_computer_use_app_prints_both_urls_and_on_sigint_or_sigterm_exits_
             raw = await third_party.call_tool("computer_use", {"command": "list_pages"})
             assert ComputerUseResult.model_validate(raw.structured_content).reason_code == "invalid_capability"
 
-        targets = (await lab_cdp.send("Target.getTargets"))["targetInfos"]
-        chat = next(t["targetId"] for t in targets if t["url"] == console_url)
-        attached = await lab_cdp.send("Target.attachToTarget", {"targetId": chat, "flatten": True})
-        console = Console(lab_cdp, attached["sessionId"], chat)
-        await console.until("document.body.dataset.connection === 'live'")
+        console = await ConsoleDriver.attach(lab_cdp, console_url)
+        chat = console.target_id
         handle = await open_fixture(console, fixture_server, "/captcha/", "left", "Create your account")
         await console.send("Sign me up, please.", [handle])
-        await console.until("document.querySelectorAll('#history article.card[data-status=ok]').length === 2", 60)
+        await console.until(
+            "document.querySelectorAll('#history article.card[data-status=ok]').length === 2", timeout=60
+        )
         await console.until("document.getElementById('turn').dataset.state === 'needs_user'")
         children = descendants(process.pid)
         backend = [pid for pid in children if "playwright" in command_line(pid)]

@@ -31,8 +31,9 @@ from host.grants import GrantStore
 from host.pairing import PairingServer, socket_path
 from lab.tap import CDPTap
 from runtime.models import ComputerUseResult
+from suites.console_driver import ConsoleDriver
 from suites.harness import ref_of
-from suites.host.conftest import Console, StartApp
+from suites.host.conftest import StartApp
 from suites.host.test_app import tokens_in
 from suites.proofs import assert_untouched
 
@@ -84,14 +85,14 @@ def leaf_exceptions(group: BaseExceptionGroup) -> list[BaseException]:
     return found
 
 
-async def open_fixture(console: Console, server: FixtureServer, path: str, placement: str, title: str) -> str:
+async def open_fixture(console: ConsoleDriver, server: FixtureServer, path: str, placement: str, title: str) -> str:
     handle = await console.open_url(server.url(path), placement)
     selector = json.dumps(f'#pages li.page[data-page="{handle}"] .title')
     await console.until(f"document.querySelector({selector}).textContent.includes({json.dumps(title)})")
     return handle
 
 
-async def asking(console: Console) -> str:
+async def asking(console: ConsoleDriver) -> str:
     """The id of the client whose request for access the console shows (waits for it)."""
     return await console.until(
         "[...document.querySelectorAll('#grants li.client[data-state=asking]')]"
@@ -99,21 +100,21 @@ async def asking(console: Console) -> str:
     )
 
 
-async def grant(console: Console, client: str, pages: list[str], bound: str = "revoke", minutes: int = 30) -> None:
+async def grant(
+    console: ConsoleDriver, client: str, pages: list[str], bound: str = "revoke", minutes: int = 30
+) -> None:
     """Tick these Pages in the client's request, choose the bound, press Grant; returns once the console shows it."""
-    item = f"document.querySelector('#grants li.client[data-client=\"{client}\"]')"
+    item = f'#grants li.client[data-client="{client}"]'
     for handle in pages:
-        await console.until(f"{item}.querySelector('input[data-page=\"{handle}\"]')")
-        await console.evaluate(f"{item}.querySelector('input[data-page=\"{handle}\"]').click()")
-    await console.evaluate(
-        f"""(() => {{ const bound = {item}.querySelector('select.bound'); bound.value = {json.dumps(bound)};
-        bound.dispatchEvent(new Event('change')); {item}.querySelector('input.minutes').value = '{minutes}';
-        {item}.querySelector('button.grant').click(); }})()"""
-    )
-    await console.until(f"{item}?.dataset.state === 'granted'")
+        await console.tick(f'{item} input[data-page="{handle}"]')
+    await console.choose(f"{item} select.bound", bound)
+    if bound == "time":  # the minutes field shows only for a time limit
+        await console.type(f"{item} input.minutes", str(minutes))
+    await console.click(f"{item} button.grant")
+    await console.until(f"document.querySelector({json.dumps(item)})?.dataset.state === 'granted'")
 
 
-async def revoke(console: Console, client: str) -> None:
+async def revoke(console: ConsoleDriver, client: str) -> None:
     """Press Revoke; returns once the console's POST came back 200 (not once the display changed)."""
     await console.evaluate("window.__posts = window.__posts.filter(p => p[0] !== 'api/revoke')")
     await console.click(f'#grants li.client[data-client="{client}"] button.revoke')

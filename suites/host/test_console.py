@@ -10,7 +10,6 @@ content policy forbids, and a window manager whose `place` ignores the work area
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import shutil
 from collections.abc import Callable
@@ -25,7 +24,8 @@ from host.app import AppConfig, HostApp, HostParts
 from host.server import CONSOLE_DIR
 from host.windows import Placement, Rect, Side, WindowManager
 from lab.cdp import CDPClient
-from suites.host.conftest import EVENT_TIMEOUT, Console, StartApp, call, turn_ended, until_event, write_task
+from suites.console_driver import ConsoleDriver
+from suites.host.conftest import EVENT_TIMEOUT, StartApp, call, turn_ended, until_event, write_task
 from suites.host.test_app import SIGN_IN, open_fixture
 
 NOTICE_IN_FLOW = """(() => {
@@ -39,10 +39,9 @@ NOTICE_IN_FLOW = """(() => {
 })()"""
 
 
-async def photograph(console: Console, name: str) -> bytes:
+async def photograph(console: ConsoleDriver, name: str) -> bytes:
     """The console as the person sees it now, attached to the report."""
-    shot = await console.lab_cdp.send("Page.captureScreenshot", {"format": "png"}, session_id=console.session)
-    png = base64.b64decode(shot["data"])
+    png = await console.screenshot()
     allure.attach(png, name, allure.attachment_type.PNG)
     return png
 
@@ -80,10 +79,10 @@ async def waiting_turn(
     return app, console
 
 
-async def check_busy_notice_clears(app: HostApp, console: Console) -> None:
+async def check_busy_notice_clears(app: HostApp, console: ConsoleDriver) -> None:
     """A message refused while the turn waits: the notice says why, in the flow above the composer, covering no
     card; it is gone once that turn has ended."""
-    await console.write("And one more thing.")
+    await console.type("#message", "And one more thing.")
     await console.click("#send")  # the sign-in Page is still ticked from the first message
     said = await console.until("document.querySelector('#notice [data-cause=busy]')?.textContent")
     assert "waiting for you" in said, said
@@ -129,10 +128,10 @@ async def test_an_input_notice_clears_when_the_input_is_corrected_or_at_the_next
         "document.querySelector('#notice [data-cause=input]')?.textContent"
     )
     await photograph(console, "an empty message: the notice names the input")
-    await console.write("Now there is something.")
+    await console.type("#message", "Now there is something.")
     assert await console.text("#notice") == "", "the notice outlived the input it was about"
 
-    await console.evaluate("document.getElementById('open-url').value = 'ftp://example.com/'")
+    await console.type("#open-url", "ftp://example.com/")
     await console.click("#open")
     assert "http" in await console.until("document.querySelector('#notice [data-cause=input]')?.textContent")
     await console.evaluate("window.dispatchEvent(new Event('focus'))")  # the person comes back: a new action
@@ -160,7 +159,7 @@ async def test_ticks_stay_across_sends_and_sending_with_none_warns_and_starts_no
     assert title.startswith("Checkout · Shipping details"), f"no full title on hover: {title!r}"
 
     mark = app.events.next_id
-    await console.write("Please look at the form.")
+    await console.type("#message", "Please look at the form.")
     await console.click("#send")
     warning = await console.until("document.querySelector('#notice [data-cause=\"no-page\"]')?.textContent")
     assert "No Page is ticked" in warning
@@ -169,7 +168,7 @@ async def test_ticks_stay_across_sends_and_sending_with_none_warns_and_starts_no
     assert await console.evaluate("document.getElementById('message').value") == "Please look at the form."
     await photograph(console, "no Page ticked: a warning, nothing sent")
 
-    await console.tick(handle)
+    await console.tick_page(handle)
     assert await console.text("#notice") == "", "the warning outlived its cause (a Page is ticked now)"
     await console.click("#send")
     await until_event(app, mark, turn_ended)
@@ -177,7 +176,7 @@ async def test_ticks_stay_across_sends_and_sending_with_none_warns_and_starts_no
     assert await console.evaluate(ticked) == [handle], "the tick did not survive the send"
 
     second = app.events.next_id
-    await console.write("Once more, please.")
+    await console.type("#message", "Once more, please.")
     await console.click("#send")
     await until_event(app, second, turn_ended)
     assert [event["pages"] for event in user_messages(app, mark)] == [[handle], [handle]]
@@ -236,7 +235,9 @@ async def window_bounds(lab_cdp: CDPClient, target: str) -> Rect:
     return Rect.of((await lab_cdp.send("Browser.getWindowBounds", {"windowId": window}))["bounds"])
 
 
-async def check_placements(app: HostApp, console: Console, server: FixtureServer, lab_cdp: CDPClient, screen: Rect):
+async def check_placements(
+    app: HostApp, console: ConsoleDriver, server: FixtureServer, lab_cdp: CDPClient, screen: Rect
+):
     """Open a Page on every side (and a second on the right) through the console's form on a screen of this size:
     after each, every window lies inside the work area and the new Page is where the person asked."""
     await lab_cdp.send(
@@ -250,7 +251,7 @@ async def check_placements(app: HostApp, console: Console, server: FixtureServer
         handle = await open_fixture(console, server, path, side, title)
         await registry.refresh([handle])
         assert registry.info(registry.get(handle)).relation == side, f"a Page opened {side} is not {side}"
-        windows = {"chat": await window_bounds(lab_cdp, console.target)}
+        windows = {"chat": await window_bounds(lab_cdp, console.target_id)}
         for page in registry.pages():
             if not page.is_chat:
                 windows[page.registry_page_id] = await window_bounds(lab_cdp, page.cdp_target_id)
@@ -384,7 +385,7 @@ async def test_a_provider_error_no_retry_can_fix_offers_no_retry(
 # -- a clean load --------------------------------------------------------------------------------------------------
 
 
-async def console_errors(lab_cdp: CDPClient, console: Console) -> list[str]:
+async def console_errors(lab_cdp: CDPClient, console: ConsoleDriver) -> list[str]:
     """Every error the console's page reported while it reloaded: console calls, exceptions, log entries (the
     content policy's included), collected by the lab on its own session."""
     errors: list[str] = []

@@ -26,7 +26,8 @@ from lab.cdp import CDPClient
 from lab.tap import CDPTap
 from runtime.commands.base import RESERVED_AFTER, RESERVED_HINT
 from runtime.gateway.allowlist import static_verdict
-from suites.host.conftest import Console, StartApp, until_event
+from suites.console_driver import ConsoleDriver
+from suites.host.conftest import StartApp, until_event
 from suites.host.test_connect import asking, connected, grant, open_fixture, result_of
 
 pytestmark = pytest.mark.req("app:console-auth")
@@ -81,7 +82,7 @@ CONSOLE_AS_PAGE = HostParts(console=ReservesNothing)
 
 
 async def navigate_to_the_console(
-    app: HostApp, console: Console, fixture_server: FixtureServer, lab_cdp: CDPClient, tap: CDPTap, backend: str
+    app: HostApp, console: ConsoleDriver, fixture_server: FixtureServer, lab_cdp: CDPClient, tap: CDPTap, backend: str
 ) -> tuple[str, list[Any], dict[str, Any]]:
     """A client granted a fixture Page observes it; the Page's script then sends it to the console's URL; the client
     calls every command on it. Returns the Page's handle, every answer after the navigation, and the grants before."""
@@ -218,7 +219,7 @@ async def test_the_navigation_check_catches_a_host_that_lets_the_console_be_a_pa
 # -- "Open a URL" with the console's own URL -------------------------------------------------------------------------
 
 
-async def open_through_the_console(console: Console, url: str) -> tuple[int, str]:
+async def open_through_the_console(console: ConsoleDriver, url: str) -> tuple[int, str]:
     """The console's own "Open" request (its script's fetch, so its cookie and headers), with this URL."""
     return await console.evaluate(
         f"""fetch('api/open', {{method: 'POST', headers: {{'Content-Type': 'application/json'}},
@@ -382,7 +383,7 @@ async def replayed(app: HostApp) -> list[dict[str, Any]]:
                 return events
 
 
-async def flood(app: HostApp, console: Console, fixture_server: FixtureServer, lab_cdp: CDPClient) -> int:
+async def flood(app: HostApp, console: ConsoleDriver, fixture_server: FixtureServer, lab_cdp: CDPClient) -> int:
     """A Page rewrites its URL every 20 ms, FLOOD times; returns the log's bytes before the flood."""
     handle = await open_fixture(console, fixture_server, "/dom_form/", "left", "Checkout")
     target = app.runtime.registry.get(handle).cdp_target_id

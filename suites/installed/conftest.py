@@ -8,9 +8,8 @@ What is here:
   xdist workers share one build, each with a home of its own.
 - `AppProcess`: the app as a subprocess in a process group of its own, its two printed URLs, SIGINT (or, for a
   negative control, SIGKILL), and the process audit of everything it started.
-- `Console`: the console Page, driven through the lab's direct CDP connection (never through the tap): real mouse
-  clicks and text input via `Input.*`, reads of the DOM the console shows, waits that resolve on the console's own
-  mutations (bounded, inside the page).
+- the console Page is driven by `suites/console_driver.py`, through the lab's direct CDP connection (never through
+  the tap).
 
 Port 18100 is fixed, so each test here holds an exclusive lock on a file named after the port (`port_lock`,
 autouse) for as long as it runs: two xdist workers, or two checkouts' runs on one machine, take turns instead of
@@ -36,7 +35,6 @@ import tempfile
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -58,10 +56,6 @@ STOP_TIMEOUT = 30.0
 """Seconds from SIGINT to the app's exit (it closes its sessions and their backend children first)."""
 EXIT_TIMEOUT = 10.0
 """Seconds a process the app started may take to disappear after the app has exited."""
-UI_TIMEOUT = 20.0
-"""Seconds the console may take to show what the user did (a Page opened, a message sent)."""
-TICK_ATTEMPTS = 3
-"""Clicks a user makes on a checkbox before giving up (`Console.tick`)."""
 
 HERE = Path(__file__).resolve().parent
 
@@ -402,163 +396,6 @@ class AppProcess:
                 os.killpg(pgid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             await asyncio.wait_for(self.process.wait(), STOP_TIMEOUT)
-
-
-# -- the console, driven as a user ---------------------------------------------------------------------------------
-
-SNAPSHOT_JS = """(() => {
-  const text = (node, selector) => { const n = node.querySelector(selector); return n ? n.textContent : ""; };
-  return {
-    state: document.getElementById("turn").dataset.state,
-    notice: document.getElementById("notice").textContent,
-    backend: document.getElementById("backend").value,
-    pages: [...document.querySelectorAll("#pages li.page")].map((li) => ({
-      handle: li.dataset.page, relation: text(li, ".relation"), title: text(li, ".title"), url: text(li, ".url"),
-      ticked: Boolean(document.querySelector(`#turn-pages input[data-page="${CSS.escape(li.dataset.page)}"]:checked`)),
-    })),
-    messages: [...document.querySelectorAll("#history article.message")].map((m) => ({
-      id: m.dataset.id, role: m.dataset.role, text: text(m, ".body"),
-      cards: [...m.querySelectorAll("article.card")].map((c) => ({
-        call_id: c.dataset.callId, status: c.dataset.status, command: text(c, ".command"),
-        backend: text(c, ".backend"), reason: text(c, ".reason"), page: text(c, ".page"),
-        resolved: c.dataset.resolved === "true",
-      })),
-    })),
-  };
-})()"""
-
-
-class Console:
-    """The console Page, seen and driven through the lab's direct CDP connection (never through the tap)."""
-
-    def __init__(self, cdp: CDPClient, target_id: str, session: str) -> None:
-        self.cdp = cdp
-        self.target_id = target_id
-        self.session = session
-
-    @classmethod
-    async def attach(cls, cdp: CDPClient, url: str) -> Console:
-        targets = (await cdp.send("Target.getTargets"))["targetInfos"]
-        found = [t["targetId"] for t in targets if t["type"] == "page" and t["url"] == url]
-        assert len(found) == 1, f"expected the app to have opened its console at {url} once: {targets}"
-        attached = await cdp.send("Target.attachToTarget", {"targetId": found[0], "flatten": True})
-        return cls(cdp, found[0], attached["sessionId"])
-
-    async def detach(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.cdp.send("Target.detachFromTarget", {"sessionId": self.session})
-
-    async def evaluate(self, expression: str, *, await_promise: bool = False, timeout: float = 10.0) -> Any:
-        result = await self.cdp.send(
-            "Runtime.evaluate",
-            {"expression": expression, "awaitPromise": await_promise, "returnByValue": True},
-            session_id=self.session,
-            timeout=timeout,
-        )
-        if "exceptionDetails" in result:
-            details = result["exceptionDetails"]
-            raise AssertionError(f"console: {details.get('exception', {}).get('description') or details.get('text')}")
-        return result["result"].get("value")
-
-    async def until(self, condition: str, what: str, timeout: float = UI_TIMEOUT) -> Any:
-        """Wait inside the page until the JS expression `condition` is truthy; return its value. Bounded: past
-        `timeout` it fails saying `what` did not happen, with what the console showed."""
-        script = f"""new Promise((resolve, reject) => {{
-            const check = () => {{ try {{ return {condition}; }} catch (e) {{ return false; }} }};
-            const first = check();
-            if (first) return resolve(first);
-            const observer = new MutationObserver(() => {{
-                const value = check();
-                if (value) {{ clearTimeout(timer); observer.disconnect(); resolve(value); }}
-            }});
-            const timer = setTimeout(() => {{ observer.disconnect(); reject(new Error("timed out")); }},
-                                     {int(timeout * 1000)});
-            observer.observe(document, {{subtree: true, childList: true, characterData: true, attributes: true}});
-        }})"""
-        try:
-            return await self.evaluate(script, await_promise=True, timeout=timeout + 5)
-        except AssertionError as exc:
-            snapshot = await self.snapshot()
-            raise AssertionError(f"{what} did not happen within {timeout:g}s ({exc}); the console showed:\n"
-                                 f"{json.dumps(snapshot, indent=1)[-6000:]}") from None  # fmt: skip
-
-    async def snapshot(self) -> dict[str, Any]:
-        return await self.evaluate(SNAPSHOT_JS)
-
-    async def _ready(self, selector: str) -> tuple[float, float]:
-        """The center of the element once it can take a click, as Playwright's actionability checks have it: enabled,
-        in the same place on two looks 20 ms apart, and the element a click at its center reaches (itself, a child,
-        or the label of a box). The console re-lays its Pages out when a title arrives, so a click aimed at a place
-        read just before can land beside its element. Bounded by `UI_TIMEOUT`."""
-        refused = f"{selector} did not become clickable (missing, disabled, moving or covered)"
-        ready = f"""new Promise((resolve, reject) => {{
-            const deadline = performance.now() + {int(UI_TIMEOUT * 1000)};
-            let last = null;
-            const look = () => {{
-                const node = document.querySelector({json.dumps(selector)});
-                let r = null;
-                if (node && !node.disabled) {{
-                    node.scrollIntoView({{block: "center", inline: "center"}});
-                    r = node.getBoundingClientRect();
-                    const x = r.x + r.width / 2, y = r.y + r.height / 2;
-                    const hit = document.elementFromPoint(x, y);
-                    const still = last && r.x === last.x && r.y === last.y && r.width > 0 && r.height > 0;
-                    if (still && hit && (node.contains(hit) || hit.control === node)) return resolve([x, y]);
-                }}
-                if (performance.now() > deadline) return reject(new Error({json.dumps(refused)}));
-                last = r;
-                setTimeout(look, 20);
-            }};
-            look();
-        }})"""
-        x, y = await self.evaluate(ready, await_promise=True, timeout=UI_TIMEOUT + 5)
-        return x, y
-
-    async def click(self, selector: str) -> None:
-        """A real left click (mouse pressed and released) at the element's center, once it can take one."""
-        x, y = await self._ready(selector)
-        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
-            extra = {"button": "left", "clickCount": 1} if kind != "mouseMoved" else {}
-            await self.cdp.send(
-                "Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, **extra}, session_id=self.session
-            )
-
-    async def tick(self, selector: str, ticked: bool = True) -> None:
-        """Tick (or, `ticked=False`, untick) a checkbox the way a user does: click, and look. A click can still miss
-        if the Pages move between the look and the press; the user then sees the box unchanged and clicks again.
-        `Input.dispatchMouseEvent` returns once the page handled the click, so the box reads its new state at once.
-        At most `TICK_ATTEMPTS`."""
-        checked = f"document.querySelector({json.dumps(selector)}).checked === {json.dumps(ticked)}"
-        for _ in range(TICK_ATTEMPTS):
-            if await self.evaluate(checked):  # a tick stays across sends: it may be as wanted already
-                return
-            await self.click(selector)
-        if await self.evaluate(checked):
-            return
-        raise AssertionError(f"console: {TICK_ATTEMPTS} clicks on {selector} did not {'' if ticked else 'un'}tick it")
-
-    async def type(self, selector: str, text: str) -> None:
-        """Click into the field, then type `text` as keyboard input would insert it."""
-        await self.click(selector)
-        focused = await self.evaluate(f"document.activeElement === document.querySelector({json.dumps(selector)})")
-        assert focused, f"console: a click on {selector} did not focus it"
-        await self.cdp.send("Input.insertText", {"text": text}, session_id=self.session)
-
-    async def choose(self, selector: str, value: str) -> None:
-        """Pick an option of a `<select>`: what the browser does when a user picks one (a headless window cannot
-        show the drop-down to click in): the value changes, then `input` and `change` fire."""
-        done = await self.evaluate(
-            f"""(() => {{
-                const select = document.querySelector({json.dumps(selector)});
-                if (!select || ![...select.options].some((o) => o.value === {json.dumps(value)})) return false;
-                select.focus();
-                select.value = {json.dumps(value)};
-                select.dispatchEvent(new Event("input", {{bubbles: true}}));
-                select.dispatchEvent(new Event("change", {{bubbles: true}}));
-                return true;
-            }})()"""
-        )
-        assert done, f"console: {selector} has no option {value!r}"
 
 
 async def page_targets(cdp: CDPClient) -> dict[str, str]:

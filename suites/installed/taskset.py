@@ -41,15 +41,9 @@ from lab.cdp import CDPClient
 from lab.processes import command_line
 from lab.tap import CDPTap
 from lab.workspace import Bounds, Workspace
+from suites.console_driver import UI_TIMEOUT, ConsoleDriver
 from suites.harness import BACKENDS
-from suites.installed.conftest import (
-    UI_TIMEOUT,
-    AppProcess,
-    Console,
-    Installed,
-    page_targets,
-    tidy_windows,
-)
+from suites.installed.conftest import AppProcess, Installed, page_targets, tidy_windows
 
 TASKS = Path(__file__).resolve().parent / "tasks"
 SCENARIOS = (
@@ -252,7 +246,7 @@ class Driver:
     """The user at the console, with the lab's instruments beside them."""
 
     def __init__(
-        self, app: AppProcess, console: Console, lab_cdp: CDPClient, tap: CDPTap, server: FixtureServer
+        self, app: AppProcess, console: ConsoleDriver, lab_cdp: CDPClient, tap: CDPTap, server: FixtureServer
     ) -> None:
         self.app = app
         self.console = console
@@ -262,15 +256,10 @@ class Driver:
 
     async def open(self, url: str, placement: str = "left") -> tuple[str, str]:
         """Open `url` through the console's form; returns (handle, target id) once the console lists it."""
-        await self.console.choose("#open-placement", placement)
-        await self.console.type("#open-url", url)
-        await self.console.click("#open")
-        handle = await self.console.until(
-            f"""(() => {{ const li = [...document.querySelectorAll('#pages li.page')]
-                   .find((li) => li.querySelector('.url').textContent === {json.dumps(url)});
-                   return li && document.querySelector(`#turn-pages input[data-page="${{li.dataset.page}}"]`)
-                     ? li.dataset.page : null; }})()""",
-            f"the console listing {url}",
+        handle = await self.console.open_url(url, placement)
+        listed = json.dumps(f'#pages li.page[data-page="{handle}"] .url')
+        await self.console.until(
+            f"document.querySelector({listed})?.textContent === {json.dumps(url)}", f"{url} listed"
         )
         targets = [t for t, u in (await page_targets(self.lab_cdp)).items() if u == url]
         assert len(targets) == 1, f"expected one window showing {url}: {targets}"
@@ -285,19 +274,10 @@ class Driver:
         )
 
     async def send(self, message: str, handles: list[str]) -> int:
-        """Tick the Pages (and untick any other: a tick stays across sends), type the message, press Send; returns
-        the index of the user's message in the history."""
+        """Tick exactly these Pages, type the message, press Send; returns the index of the user's message in the
+        history once the console shows it."""
         users = await self.console.evaluate("document.querySelectorAll('#history article.message').length")
-        ticked = await self.console.evaluate(
-            "[...document.querySelectorAll('#turn-pages input[data-page]:checked')].map(box => box.dataset.page)"
-        )
-        for handle in ticked:
-            if handle not in handles:
-                await self.console.tick(f'#turn-pages input[data-page="{handle}"]', ticked=False)
-        for handle in handles:
-            await self.console.tick(f'#turn-pages input[data-page="{handle}"]')
-        await self.console.type("#message", message)
-        await self.console.click("#send")
+        await self.console.send(message, handles)
         await self.console.until(
             f"document.querySelectorAll('#history article.message').length > {users}", "the message being sent"
         )
@@ -467,9 +447,9 @@ async def run_task_set(
             log=tmp / "app.log",
         )
         run = TaskSetRun(backend, switched_to, list(app.lines), app_command=command_line(app.pid))
-        console: Console | None = None
+        console: ConsoleDriver | None = None
         try:
-            console = await Console.attach(lab_cdp, app.console_url)
+            console = await ConsoleDriver.attach(lab_cdp, app.console_url)
             ready = len(tap.records)
             driver = Driver(app, console, lab_cdp, tap, server)
             decoy, decoy_target = await driver.open(server.url(DECOY), "right")

@@ -22,10 +22,10 @@ import pytest
 from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient
 from lab.tap import CDPTap
+from suites.console_driver import ConsoleDriver
 from suites.harness import run_folder
 from suites.installed.conftest import (
     AppProcess,
-    Console,
     Installed,
     assert_no_process_left,
     import_origins,
@@ -227,7 +227,7 @@ async def test_the_process_audit_catches_an_installed_app_killed_without_its_shu
             log=tmp_path / "app.log", port=0,
         )  # fmt: skip
         try:
-            console = await Console.attach(lab_cdp, app.console_url)
+            console = await ConsoleDriver.attach(lab_cdp, app.console_url)
             driver = Driver(app, console, lab_cdp, tap, fixture_server)
             assert task.open is not None
             handle, _ = await driver.open(fixture_server.url(task.open))

@@ -1141,6 +1141,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _req("lab:browser", "instruments", "Chromium launches and closes cleanly, or says in one line why not"),
     _req("lab:costs", "budgets", "the cost summary flags every figure above its budget"),
     _req(
+        "lab:console-driver",
+        "instruments",
+        "the one console driver acts only on a control a person could use (attached, visible, still, enabled, not "
+        "covered), waits for it inside the page, says why it never could, and sees that a tick took",
+    ),
+    _req(
         "lab:report",
         "cost",
         "the report carries the cost summary, its plot and the parity table on its front page, and groups tests by "
