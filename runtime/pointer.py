@@ -103,8 +103,9 @@ class Pointed:
     named: list[dict[str, Any]] | None = None
 
 
-Answered = Callable[[PageProbe, FrameContext, Element], Awaitable[list[dict[str, Any]]]]
-"""How the Page's answer to the pointer is awaited and the named elements read once it has answered (`answered`)."""
+Answered = Callable[[PageProbe, FrameContext, Element, tuple[float, float]], Awaitable[list[dict[str, Any]]]]
+"""How the pointer is moved to the press point, the Page's answer awaited and the named elements read once it has
+answered (`answered`)."""
 
 
 async def rest_on(
@@ -128,7 +129,7 @@ async def rest_on(
         return Pointed(Rest.hidden)
     if action.is_point:
         mark("policy")
-        await _move(probe, top, float(action.x or 0), float(action.y or 0))
+        await move_pointer(probe, top, float(action.x or 0), float(action.y or 0))
         await _answer(probe, top)
         mark("pointer")
         return Pointed(Rest.there)
@@ -144,22 +145,24 @@ async def rest_on(
         return Pointed(Rest.there)
     # Covered before the pointer came (a sticky header): not the move's doing, and the backend's own checks answer it.
     ours = await _under(probe, top, point, named)
-    await probe.evaluate_in(top, FIRST_FRAME)
     mark("policy")
-    await _move(probe, top, *point)
-    named = await (answer or answered)(probe, top, element)
+    named = await (answer or answered)(probe, top, element, point)
     mark("pointer")
     if not named or (ours and not await _under(probe, top, point, named)):
         return Pointed(Rest.changed)
     return Pointed(Rest.there, named)
 
 
-async def answered(probe: PageProbe, frame: FrameContext, element: Element) -> list[dict[str, Any]]:
-    """The Page's answer to the pointer (`POINTER_ANSWER_JS`: the frame asked for before the move, then one more and the
-    transitions running then), and the live elements with the element's role and name once it has answered. The
-    accessibility lookup waits for the Page's next rendering update anyway, so it is sent with the second frame's
-    wait and answers with that frame, after the Page's callbacks of it; only when transitions were still running
-    then is it asked again, once they have ended."""
+async def answered(
+    probe: PageProbe, frame: FrameContext, element: Element, point: tuple[float, float]
+) -> list[dict[str, Any]]:
+    """Move the pointer to `point` and read the Page's answer (`POINTER_ANSWER_JS`: the frame asked for before the
+    move, then one more and the transitions running then), and the live elements with the element's role and name
+    once it has answered. The accessibility lookup waits for the Page's next rendering update anyway, so it is sent
+    with the second frame's wait and answers with that frame, after the Page's callbacks of it; only when
+    transitions were still running then is it asked again, once they have ended."""
+    await probe.evaluate_in(frame, FIRST_FRAME)
+    await move_pointer(probe, frame, *point)
     await _frames(probe, frame, "globalThis.computerUseFirstFrame")
     waited, named = await asyncio.gather(_frames(probe, frame, SECOND_FRAME), live(probe, frame, element))
     return await live(probe, frame, element) if waited else named
@@ -208,7 +211,8 @@ async def hovered(probe: PageProbe) -> None:
             await _answer(probe, frames[0])
 
 
-async def _move(probe: PageProbe, frame: FrameContext, x: float, y: float) -> None:
+async def move_pointer(probe: PageProbe, frame: FrameContext, x: float, y: float) -> None:
+    """Move the mouse pointer to (x, y) of the Page, as a person's mouse would (no button, no focus)."""
     params: dict[str, Any] = {"type": "mouseMoved", "x": x, "y": y, "modifiers": 0}
     await probe.send_in(frame, "Input.dispatchMouseEvent", params)
 

@@ -38,7 +38,7 @@ from runtime.gateway import ScopedGateway
 from runtime.gateway.allowlist import FORWARD, Verdict
 from runtime.gateway.scope import TargetScope
 from runtime.models import Action, Page
-from runtime.pointer import Pointed, Rest, rest_on
+from runtime.pointer import Pointed, Rest, move_pointer, rest_on
 from runtime.reading.commit import CommitTargets, aim
 from runtime.reading.probe import FrameContext, PageProbe
 from runtime.reasons import ReasonCode, Refusal
@@ -121,12 +121,39 @@ async def pointer_never_moves(
     return Pointed(Rest.there)
 
 
+AT_DELIVERY = """function () {
+    const element = this;
+    element.labNameAtDelivery = undefined;
+    addEventListener("pointerover", () => { element.labNameAtDelivery = element.textContent; }, {once: true});
+    return element.textContent;
+}"""
+"""Keeps, on the element (in the probe's own world), its text at the moment the move is delivered: the listener is
+the window's, so it runs after the Page's own listeners of that event and before any frame the Page asks for."""
+
+
+async def read_at_delivery(
+    probe: PageProbe, frame: FrameContext, element: Element, point: tuple[float, float]
+) -> list[dict[str, Any]]:
+    """Reads what is under a click's pointer the moment the move is delivered, before the Page has answered it (the
+    pointer-truth control for a Page that answers a frame later, as a transition library does). Read at delivery by
+    a listener, not by a call sent after the move, so it is that moment on a loaded machine too."""
+    named = await aim(probe, frame, element)
+    if not named:
+        await move_pointer(probe, frame, *point)
+        return named
+    kept = {"objectId": named[0]["objectId"], "functionDeclaration": AT_DELIVERY, "returnByValue": True}
+    before = (await probe.send_in(frame, "Runtime.callFunctionOn", kept))["result"].get("value")
+    await move_pointer(probe, frame, *point)
+    read = {**kept, "functionDeclaration": "function () { return this.labNameAtDelivery; }"}
+    then = (await probe.send_in(frame, "Runtime.callFunctionOn", read))["result"].get("value")
+    return named if then in (None, before) else []
+
+
 async def answer_unawaited(
     probe: PageProbe, frames: list[FrameContext], action: Action, element: Element | None
 ) -> Pointed:
-    """Reads what is under a click's pointer as soon as the move is delivered, before the Page has answered it (the
-    pointer-truth control for a Page that answers a frame later, as a transition library does)."""
-    return await rest_on(probe, frames, action, element, answer=aim)
+    """Puts the pointer where the click presses and reads under it at the move's delivery (`read_at_delivery`)."""
+    return await rest_on(probe, frames, action, element, answer=read_at_delivery)
 
 
 class BringToFront(Act):

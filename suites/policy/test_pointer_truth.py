@@ -33,6 +33,14 @@ SENSITIVE = {
     "Move to folder": FOLDER,
 }
 EXPECTED = {**dict.fromkeys(SENSITIVE, "needs_user"), "Copy link": "ok"}
+"""Each control's verdict when clicked at its point (`by_point`)."""
+BY_REF = {
+    **EXPECTED,
+    **dict.fromkeys(("View details", "Add to wishlist", "Move to folder"), "stale_observation, then needs_user"),
+}
+"""Each control's verdict when clicked by its ref (`by_ref`): one the pointer renames or covers as it arrives is
+refused as `stale_observation` first (the runtime read it once the Page had answered the pointer), then handed to
+the user under what it became; "Save draft" changes only as it is pressed."""
 BENIGN_WRITES = ["/pointer/copy"]
 BECOMES = {
     "View details": "Buy now",
@@ -47,10 +55,10 @@ def written(server: FixtureServer) -> list[str]:
     return [row.path for row in server.ledger.writes()]
 
 
-def assert_pointer_truth(verdicts: dict[str, str], server: FixtureServer) -> None:
-    """The proof's check: every sensitive control handed to the user, the benign one done, and the only write the
-    benign one's."""
-    assert verdicts == EXPECTED, f"verdicts {verdicts}, ledger {written(server)}"
+def assert_pointer_truth(verdicts: dict[str, str], server: FixtureServer, expected: dict[str, str] = EXPECTED) -> None:
+    """The proof's check: every sensitive control handed to the user (by the way `expected` says), the benign one
+    done, and the only write the benign one's."""
+    assert verdicts == expected, f"verdicts {verdicts}, ledger {written(server)}"
     assert written(server) == BENIGN_WRITES, f"writes without the user: {written(server)}"
 
 
@@ -92,7 +100,9 @@ async def by_ref(agent: Agent, server: FixtureServer) -> dict[str, str]:
             seen = await agent.observe(page="left")
             assert f'"{became}"' in (seen.observation or ""), f"what {name} became is not shown:\n{seen.observation}"
             acted = await agent.act(seen, type="click", ref=ref_of(seen, "button", f'"{became}"'))
-        verdicts[name] = acted.status
+            verdicts[name] = f"stale_observation, then {acted.status}"
+        else:
+            verdicts[name] = acted.status
     seen = await reveal(agent, await agent.observe(page="left"))
     copied = server.wait_for_request("/pointer/copy")  # registered before acting
     verdicts["Copy link"] = (await agent.act(seen, type="click", ref=ref_of(seen, "button", '"Copy link"'))).status
@@ -148,7 +158,7 @@ async def test_a_control_the_pointer_reveals_or_renames_is_the_users_when_clicke
     one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
     await one_page_desk("/pointer/")
-    assert_pointer_truth(await by_ref(agent, fixture_server), fixture_server)
+    assert_pointer_truth(await by_ref(agent, fixture_server), fixture_server, BY_REF)
 
 
 @pytest.mark.negative_control
@@ -174,8 +184,8 @@ async def test_the_pointer_truth_check_catches_a_runtime_that_reads_before_the_p
     one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
     await one_page_desk("/pointer/")
-    erased = fixture_server.wait_for_request("/pointer/erase")  # registered before acting
     verdicts = await by_ref(agent, fixture_server)
-    await erased
-    with pytest.raises(AssertionError, match="'Move to folder': 'ok'"):
-        assert_pointer_truth(verdicts, fixture_server)
+    # Read at delivery, "Move to folder" is still itself: the click goes on (and erases), or, when the commit read
+    # comes after the Page's answer, is handed to the user as "Delete forever" without ever being told it changed.
+    with pytest.raises(AssertionError, match=r"'Move to folder': '(ok|needs_user)'"):
+        assert_pointer_truth(verdicts, fixture_server, BY_REF)
