@@ -164,7 +164,8 @@ class TaskFile:
             at = f"{where}, step {number}"
             if isinstance(step, dict) and "find" in step:
                 step = _keys(step, {"find", "label", "reqs"}, {"find", "label", "reqs"}, at)
-                steps.append(Find(tuple(step["find"]), step["label"], tuple(step["reqs"])))  # type: ignore[arg-type]
+                role, name = step["find"]
+                steps.append(Find((role, name), step["label"], tuple(step["reqs"])))
             else:
                 step = _keys(step, {"say", "calls"}, {"say", "calls"}, at)
                 calls = tuple(Call.parse(c, f"{at}, call {i}") for i, c in enumerate(step["calls"], 1))
