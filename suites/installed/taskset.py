@@ -1,29 +1,19 @@
-"""The parity task set, run on the installed app from its console: one turn per fixture scenario, then the backend
-switch, then a negative-control turn — all in one app, one script.
+"""The task set (`suites/tasks/<scenario>.json`, the parity tasks' own data), run on the installed app from its
+console: one turn per fixture scenario, then the backend switch, then a negative-control turn — all in one app,
+one script.
 
-A task file (`tasks/<name>.json`) is one turn:
-- `open`: the scenario's path on the fixture server (opened through the console's own open form, left of the
-  chat), with a unique `installed=<name>` in its query so that the script's `$page` / `$session` / `$frame`
-  references find it and nothing else;
-- `message`: what the user types;
-- `writes`: the ledger paths the turn must write, in order (exactly once each);
-- `steps`: the script provider's steps (host/providers/script.py), each with `expect`: the outcome of each of its
-  tool calls as the console's cards show it — `status` (the card's `data-status`) and `reason` (the reason code
-  that starts the card's `.reason`; none when absent), and optionally a `note` on why an outcome is what it is.
-Values the lab only knows at run time are `{"$lab": "..."}` (a fixture URL, the canvas seat's point) and are filled
-in before the app starts. The script provider takes one script per app, and its next step is the number of
-model replies so far in the conversation; so the turns' steps are concatenated, each turn closed by a step
-without calls that says `Done: <name>.` (what the lab waits for to know the turn ended).
-
-What the script format cannot express, and what the tasks do instead (compared with suites/parity/tasks.py):
-- catalogue: `$ref` refuses an ambiguous name and the listing has 39 "Add to cart" buttons, so the listing is
-  opened filtered to the one product (`?q=...`);
-- popup: a popup is never in `list_pages`, so a script cannot name its handle: the task names "right" (no ticked
-  Page there) instead, and the lab checks the popup in the console's Pages list, unticked, with 0 calls;
-- stall: the app has no act timeout setting (30 s by default), so the lab releases the held page while the act's
-  card shows `running` instead of waiting for `timeout`; the spent frame still gives `stale_observation`;
-- canvas: the seat's point is measured by the lab in a window of the console's size before the app starts;
-- frames: the parity task's `find` steps (refs in the iframe) are no tool calls; the iframe's checkbox is acted on.
+A task file is one turn: its Page (`open`, opened through the console's own open form, left of the chat, its
+`task=<name>` query what the script's `$page` / `$session` / `$frame` references find), the user's `message`, its
+replies as the script provider's steps (host/providers/script.py; `find` steps are no tool calls and are left out),
+each call's outcome as the console's card shows it — `status` (the card's `data-status`) and `reason` (the reason
+code that starts the card's `.reason`; none when absent) — and the ledger paths it writes, in order, once each.
+Where the app cannot do what the parity runner does, the call says what the app sends and expects instead
+(`installed`, with why: the popup's handle, the stall's act timeout); the lab's moves this runner makes are the
+stall's held page and the popup's checks in the console (`hold`, `popup`), and the facts read off the ledger. Values
+the lab only knows at run time are `{"$lab": "..."}` (a fixture URL, the canvas seat's point, measured in a window
+of the console's size) and are filled in before the app starts. The script provider takes one script per app, and
+its next step is the number of model replies so far in the conversation; so the turns' steps are concatenated,
+each turn closed by a step without calls that says `Done: <name>.` (what the lab waits for to know the turn ended).
 """
 
 from __future__ import annotations
@@ -35,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fixtures_sites.scenarios import canvas
 from fixtures_sites.server import FixtureServer
 from lab.cdp import CDPClient
 from lab.processes import command_line
@@ -44,38 +33,47 @@ from lab.workspace import Bounds, Workspace
 from suites.console_driver import UI_TIMEOUT, ConsoleDriver
 from suites.harness import BACKENDS
 from suites.installed.conftest import AppProcess, Installed, page_targets, tidy_windows
+from suites.tasks.taskfile import CANVAS_RECT, SCENARIOS, TaskFile, seat_point
 
-TASKS = Path(__file__).resolve().parent / "tasks"
-SCENARIOS = (
-    "dom_form", "catalogue", "login", "captcha", "sensitive", "injection", "popup", "frames", "canvas", "stall",
-)  # fmt: skip
 SWITCH = ("switch_paused", "switch_next")
 CONTROL = "control_decoy"
-DECOY = "/catalogue/?q=Northwind+Pro+Trail+Running+Shoe+Ochre&installed=decoy"
+DECOY = "/catalogue/?q=Northwind+Pro+Trail+Running+Shoe+Ochre&task=decoy"
 """A Page open (right of the chat) the whole run and never ticked — until the negative-control turn."""
-SEAT = 17
 CONSOLE_SIZE = Bounds(0, 0, 760, 900)
 """The size of the app's windows (its console's, and each Page's slot beside it)."""
 TURN_TIMEOUT = 90.0
 """Seconds the lab waits for a turn to pause or end (a backend child may start within it)."""
-STALLED = "/stall/slow-page"
 LABEL = "installed"
 """The tap label of the installed app's CDP connection (its runtime, gateways and backends)."""
+INSTALLED = "installed"
+"""The runner, as the task files name it."""
 
 
 @dataclass(frozen=True)
 class Task:
-    name: str
-    open: str | None
-    message: str
-    writes: list[str]
-    steps: list[dict[str, Any]]
+    """A task file as a turn in the console."""
+
+    file: TaskFile
 
     @classmethod
     def load(cls, name: str) -> Task:
-        raw = json.loads((TASKS / f"{name}.json").read_text(encoding="utf-8"))
-        assert raw["scenario"] == name, f"{name}.json names scenario {raw['scenario']!r}"
-        return cls(name, raw["open"], raw["message"], raw["writes"], raw["steps"])
+        return cls(TaskFile.load(name))
+
+    @property
+    def name(self) -> str:
+        return self.file.scenario
+
+    @property
+    def open(self) -> str | None:
+        return self.file.open
+
+    @property
+    def message(self) -> str:
+        return self.file.message
+
+    @property
+    def writes(self) -> list[str]:
+        return list(self.file.writes)
 
     @property
     def marker(self) -> str:
@@ -83,27 +81,18 @@ class Task:
 
     @property
     def needle(self) -> str:
-        return f"installed={self.name}" if self.open else "installed=decoy"
+        return f"task={self.name}" if self.open else "task=decoy"
 
     def expected(self) -> list[list[dict[str, str]]]:
         """Per step, the outcome of each call: {"status": ..., "reason": code} (no reason: none)."""
-        return [[dict(outcome) for outcome in step["expect"]] for step in self.steps] + [[]]
+        return [[call.expected(INSTALLED) for call in reply.calls] for reply in self.file.replies()] + [[]]
 
     def script(self, lab: dict[str, Any]) -> list[dict[str, Any]]:
-        """The steps as the script provider reads them: `expect` removed, `$lab` values filled in, and a closing
-        step without calls."""
+        """The steps as the script provider reads them: `$lab` values filled in, and a closing step without calls."""
+        return [*(reply.script(INSTALLED, lab) for reply in self.file.replies()), {"say": self.marker}]
 
-        def fill(value: Any) -> Any:
-            if isinstance(value, dict):
-                if set(value) == {"$lab"}:
-                    return lab[value["$lab"]]
-                return {key: fill(item) for key, item in value.items()}
-            if isinstance(value, list):
-                return [fill(item) for item in value]
-            return value
-
-        steps = [{"say": step["say"], "calls": fill(step.get("calls", []))} for step in self.steps]
-        return [*steps, {"say": self.marker}]
+    def lab_names(self) -> set[str]:
+        return {name for reply in self.file.replies() for name in reply.lab_names(INSTALLED)}
 
 
 def compose(tasks: list[Task], lab: dict[str, Any]) -> list[dict[str, Any]]:
@@ -198,18 +187,21 @@ def next_backend(backend: str) -> str:
     return BACKENDS[(BACKENDS.index(backend) + 1) % len(BACKENDS)]
 
 
-async def seat_point(lab_cdp: CDPClient, server: FixtureServer, path: str) -> tuple[float, float]:
-    """The free seat's viewport point, measured by the lab's eyes in a window the size of the app's."""
+async def measure_seats(lab_cdp: CDPClient, server: FixtureServer, tasks: list[Task]) -> dict[str, float]:
+    """`seat.x` / `seat.y`: the seat's viewport point, measured by the lab's eyes in a window the size of the app's."""
+    seated = [task for task in tasks if task.file.seat is not None]
+    if not seated:
+        return {}
+    (task,) = seated  # one seat's point per script
+    assert task.open is not None
+    assert task.file.seat is not None
     workspace = Workspace(lab_cdp, "installed-measure", area=CONSOLE_SIZE)
     try:
-        page = await workspace.open("canvas", server.url(path), CONSOLE_SIZE)
-        rect = json.loads(
-            await workspace.evaluate(page, "JSON.stringify(document.querySelector('canvas').getBoundingClientRect())")
-        )
+        page = await workspace.open("canvas", server.url(task.open), CONSOLE_SIZE)
+        rect = json.loads(await workspace.evaluate(page, CANVAS_RECT))
     finally:
         await workspace.close_all()
-    x, y = canvas.target_center(SEAT)
-    return rect["x"] + x, rect["y"] + y
+    return seat_point(rect, task.file.seat)
 
 
 async def frame_targets(lab_cdp: CDPClient, page: str) -> set[str]:
@@ -374,54 +366,62 @@ async def run_turn(
 # -- what the lab does beside particular scenarios -----------------------------------------------------------------
 
 
-async def hold_the_slow_page(driver: Driver, record: TurnRecord) -> None:
-    """stall: the page the act navigates to is held; its card must show `running` until the lab lets it go."""
-    held = driver.server.stall(STALLED)
-    await held.started(TURN_TIMEOUT)
-    running = await driver.console.until(
-        "[...document.querySelectorAll('article.card[data-status=running] .command')]"
-        ".some((c) => c.textContent.includes('navigate'))",
-        "the navigate card showing running while the page is held",
+def holding(path: str, action: str) -> Hook:
+    """`hold`: the page at `path` is held; the card of the `action` that asks for it must show `running` until the
+    lab lets it go (the app has no act timeout short enough to wait for)."""
+
+    async def hold(driver: Driver, record: TurnRecord) -> None:
+        held = driver.server.stall(path)
+        await held.started(TURN_TIMEOUT)
+        running = await driver.console.until(
+            "[...document.querySelectorAll('article.card[data-status=running] .command')]"
+            f".some((c) => c.textContent.includes({json.dumps(action)}))",
+            f"the {action} card showing running while the page is held",
+        )
+        record.facts["running_while_held"] = bool(running) and held.holding
+        held.release(text="<title>late</title>", content_type="text/html")
+
+    return hold
+
+
+async def check_popup(driver: Driver, record: TurnRecord, handle: str, before: set[str], where: str) -> None:
+    """`popup`: one new window, listed in the console's Pages (a Page under `where` but the task's) unticked; the lab
+    closes it as the user would."""
+    new = set(await page_targets(driver.lab_cdp)) - before
+    record.facts["popup_windows"] = len(new)
+    listed = await driver.console.until(
+        f"""(() => {{ const rows = [...document.querySelectorAll('#pages li.page')]
+             .filter((li) => li.dataset.page !== {json.dumps(handle)} && li.querySelector('.url').textContent
+               .includes({json.dumps(where)}));
+             return rows.length ? rows.map((li) => ({{handle: li.dataset.page,
+               ticked: document.querySelector(`#turn-pages input[data-page="${{li.dataset.page}}"]`).checked}}))
+               : null; }})()""",
+        "the popup in the console's Pages list",
     )
-    record.facts["running_while_held"] = bool(running) and held.holding
-    held.release(text="<title>late</title>", content_type="text/html")
+    record.facts["popup_listed"] = len(listed)
+    record.facts["popup_ticked"] = any(row["ticked"] for row in listed)
+    if len(listed) == 1 and len(new) == 1:
+        popup = new.pop()
+        # The runtime registers the popup as a new Page: one browser-level lookup of its window by target id,
+        # which the tap attributes to the popup. Shown as a fact, so that anything else on it still counts.
+        record.facts["popup_calls"] = dict(record.calls.pop(popup, Counter()))
+        await driver.close(listed[0]["handle"], popup)
 
 
 async def scenario_turn(driver: Driver, task: Task) -> TurnRecord:
-    """Open the scenario's Page left of the chat, run its turn on it alone, check what the scenario needs checked
-    beside the cards, and close the Page (as the user would close its window)."""
+    """Open the scenario's Page left of the chat, run its turn on it alone with the lab's moves its calls ask for,
+    read its facts, and close the Page (as the user would close its window)."""
     assert task.open is not None
-    url = driver.server.url(task.open)
-    handle, target = await driver.open(url)
+    handle, target = await driver.open(driver.server.url(task.open))
     before = set(await page_targets(driver.lab_cdp))
-    if task.name == "stall":
-        driver.server.stall(STALLED)  # registered before the turn: the navigation's answer is held on arrival
-    record = await run_turn(driver, task, [handle], target, hold=hold_the_slow_page if task.name == "stall" else None)
-    if task.name == "popup":
-        new = set(await page_targets(driver.lab_cdp)) - before
-        record.facts["popup_windows"] = len(new)
-        listed = await driver.console.until(
-            f"""(() => {{ const rows = [...document.querySelectorAll('#pages li.page')]
-                 .filter((li) => li.dataset.page !== {json.dumps(handle)} && li.querySelector('.url').textContent
-                   .includes('/popup/'));
-                 return rows.length ? rows.map((li) => ({{handle: li.dataset.page,
-                   ticked: document.querySelector(`#turn-pages input[data-page="${{li.dataset.page}}"]`).checked}}))
-                   : null; }})()""",
-            "the popup in the console's Pages list",
-        )
-        record.facts["popup_listed"] = len(listed)
-        record.facts["popup_ticked"] = any(row["ticked"] for row in listed)
-        if len(listed) == 1 and len(new) == 1:
-            popup = new.pop()
-            # The runtime registers the popup as a new Page: one browser-level lookup of its window by target id,
-            # which the tap attributes to the popup. Shown as a fact, so that anything else on it still counts.
-            record.facts["popup_calls"] = dict(record.calls.pop(popup, Counter()))
-            await driver.close(listed[0]["handle"], popup)
-    if task.name == "canvas":
-        picks = driver.server.requests("/canvas/pick")
-        point = json.loads(picks[-1].body) if picks else {}
-        x, y = canvas.target_center(SEAT)
-        record.facts["hit"] = bool(point) and abs(point["x"] - x) <= 2 and abs(point["y"] - y) <= 2
+    held = [(c.lab["hold"], c.arguments_for(INSTALLED)["action"]["type"]) for c in task.file.calls() if "hold" in c.lab]
+    assert len(held) <= 1, f"{task.name}: one held page per turn (the hook watches one card)"
+    for path, _ in held:
+        driver.server.stall(path)  # registered before the turn: the answer is held on arrival
+    record = await run_turn(driver, task, [handle], target, hold=holding(*held[0]) if held else None)
+    if task.file.moves("popup"):
+        await check_popup(driver, record, handle, before, task.open.split("?")[0])
+    record.facts.update(task.file.read_facts(driver.server.requests))
     await driver.close(handle, target)
     return record
 
@@ -431,8 +431,9 @@ async def run_task_set(
 ) -> TaskSetRun:
     """Start the installed app once on `backend` and run every task from its console; then Ctrl-C and audit."""
     tasks = {name: Task.load(name) for name in (*SCENARIOS, *SWITCH, CONTROL)}
-    seat_x, seat_y = await seat_point(lab_cdp, server, tasks["canvas"].open or "")
-    lab = {"seat.x": seat_x, "seat.y": seat_y, f"url:{STALLED}": server.url(STALLED)}
+    lab = await measure_seats(lab_cdp, server, list(tasks.values()))
+    urls = {name for task in tasks.values() for name in task.lab_names() if name.startswith("url:")}
+    lab.update({name: server.url(name.removeprefix("url:")) for name in urls})
     script = tmp / "task-set.json"
     script.write_text(json.dumps(compose(list(tasks.values()), lab), indent=1), encoding="utf-8")
     config_dir = tmp / "config"

@@ -145,6 +145,7 @@ async def test_each_scenario_typed_into_the_installed_console_shows_the_expected
     assert sum(record.calls.get(record.target or "", {}).values()) > 0  # the tap saw the work on the ticked Page
     assert_untouched(record.outside())
     expected_facts = {
+        "dom_form": {"submitted": {"full_name": "Ada Lovelace", "country": "jp", "gift": "yes"}},
         "stall": {"running_while_held": True},
         "popup": {
             "popup_windows": 1,

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from suites.parity.tasks import Signature, Step
+from suites.parity.tasks import PARITY, Signature, Step
+from suites.tasks.taskfile import Find, TaskFile
 
 STEP_FIELDS = ("command", "status", "reason_code", "verified", "new_frame", "addressable", "screenshot", "reqs")
 TOTAL_FIELDS = ("writes", "attacker_hits", "screenshots", "focus_calls", "popups", "facts")
@@ -265,6 +266,30 @@ def unstated_divergences(
                         "declares a divergence for it"
                     )
     return problems
+
+
+def disagreements(task: TaskFile, expectation: Expectation) -> list[str]:
+    """Where a task file's labelled steps (label, reqs, command, expected status and reason code) depart from the
+    steps its declared signature states: the data both runners play and the signature the parity runner is held to
+    say one thing."""
+    stated = [(s.label, tuple(s.reqs), s.command, s.status, s.reason_code) for s in expectation.steps]
+    played: list[tuple[str, tuple[str, ...], str, str, str | None]] = []
+    for step in task.steps:
+        if isinstance(step, Find):
+            played.append((step.label, step.reqs, "find", "ok", None))
+            continue
+        for call in step.calls:
+            if call.label is not None:
+                outcome = call.expected(PARITY)
+                played.append((call.label, call.reqs, call.arguments["command"], outcome["status"],
+                               outcome.get("reason")))  # fmt: skip
+    if [p[0] for p in played] != [s[0] for s in stated]:
+        return [f"{task.scenario}: the task file's steps {[p[0] for p in played]}, declared {[s[0] for s in stated]}"]
+    return [
+        f"{task.scenario} step {p[0]!r}: the task file says {p[1:]}, the declared signature {s[1:]}"
+        for p, s in zip(played, stated, strict=True)
+        if p != s
+    ]
 
 
 def expected_vs_got(task: str, expectation: Expectation, signatures: Mapping[str, Signature]) -> str:

@@ -1,5 +1,11 @@
-"""The parity task set: one scripted task per fixture scenario, run the same way on every backend, each reduced
-to an outcome signature — what the agent saw and got, never how it was worded.
+"""The parity task set: one task per fixture scenario, run the same way on every backend, each reduced to an
+outcome signature — what the agent saw and got, never how it was worded.
+
+The tasks are data (`suites/tasks/<scenario>.json`, `suites/tasks/taskfile.py`), the same files the installed app
+runs from its console (`suites/installed/taskset.py`): `play` hands each step to the script provider, which
+resolves its references against the results so far, sends its calls through the runtime, records the labelled
+ones as steps and makes the lab's moves around them. `Run` and `Task` also carry the real-apps corpus's scripts
+(`suites/realapps/tasks.py`), which are Python.
 
 A signature holds, per step: the command, its status and reason code, whether verification held, whether an act
 answered with a new frame of the same session, and (for `find` steps) whether the element was addressable at all;
@@ -17,13 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fixtures_sites.scenarios import canvas
 from fixtures_sites.server import FixtureServer
+from host.providers.base import AssistantTurn, Entry, ProviderError, ToolCall, ToolResult, ToolResults
+from host.providers.script import ScriptProvider, ScriptStep, parse_steps
 from lab.tap import CDPTap
 from lab.tokens import count_text
 from lab.workspace import Workspace
@@ -35,6 +43,9 @@ from runtime.transports.client import HostedClient
 from suites.harness import Agent, Desk, Seen, client_in_task, ref_of
 from suites.parity.ledger import LEDGER
 from suites.proofs import record_cost
+from suites.tasks.taskfile import CANVAS_RECT, SCENARIOS, Call, Find, Reply, TaskFile, seat_point
+
+PARITY = "parity"
 
 WAIT = 15.0
 """Bound on every wait a task registers (a write arriving, a popup registering)."""
@@ -106,41 +117,39 @@ class Run:
         self.server = server
         self.signature = signature
 
-    def _record(self, label: str, reqs: Iterable[str], command: str, result: Seen, **extra: Any) -> None:
-        self.signature.steps.append(
-            Step(label, tuple(reqs), command, result.status, result.reason_code, result.verified, **extra)
-        )
+    def record(self, label: str | None, reqs: Iterable[str], arguments: Mapping[str, Any], result: Seen) -> None:
+        """A call's cost, and (when it has a label) its step: an observe's screenshot, an act's new frame."""
+        command = arguments["command"]
+        extra: dict[str, Any] = {}
+        if command == "observe":
+            extra["screenshot"] = result.image
+        elif command == "act":
+            extra["new_frame"] = (
+                result.frame_id is not None
+                and result.frame_id != arguments.get("frame_id")
+                and result.computer_session_id == arguments.get("computer_session_id")
+            )
+        if label is not None:
+            self.signature.steps.append(
+                Step(label, tuple(reqs), command, result.status, result.reason_code, result.verified, **extra)
+            )
         self.signature.calls.append((command, count_text(result.content), result.elapsed_ms or 0))
 
     async def observe(self, label: str, reqs: Iterable[str] = (), **arguments: Any) -> ComputerUseResult:
         result = await self.agent.call(command="observe", **arguments)
-        self._record(label, reqs, "observe", result, screenshot=result.image)
+        self.record(label, reqs, {"command": "observe", **arguments}, result)
         return result
 
     async def act(
         self, seen: ComputerUseResult, label: str, reqs: Iterable[str] = (), **action: Any
     ) -> ComputerUseResult:
         result = await self.agent.act(seen, **action)
-        new_frame = (
-            result.frame_id is not None
-            and result.frame_id != seen.frame_id
-            and result.computer_session_id == seen.computer_session_id
-        )
-        self._record(label, reqs, "act", result, new_frame=new_frame)
+        sent = {"command": "act", "computer_session_id": seen.computer_session_id, "frame_id": seen.frame_id}
+        self.record(label, reqs, sent, result)
         return result
 
     async def verify(self, seen: ComputerUseResult, label: str, reqs: Iterable[str] = (), **assertion: Any) -> None:
-        self._record(label, reqs, "verify", await self.agent.verify(seen, **assertion))
-
-    def find(self, seen: ComputerUseResult, label: str, reqs: Iterable[str], *needles: str) -> str | None:
-        """The ref of the first element line with every needle the agent knows after `seen`, recorded as a step
-        (None: not addressable)."""
-        try:
-            ref: str | None = ref_of(seen, *needles)
-        except AssertionError:
-            ref = None
-        self.signature.steps.append(Step(label, tuple(reqs), "find", "ok", addressable=ref is not None))
-        return ref
+        self.record(label, reqs, {"command": "verify"}, await self.agent.verify(seen, **assertion))
 
     def ref(self, seen: ComputerUseResult | str, *needles: str) -> str:
         """A ref the task cannot do without (every backend must offer it): a missing one fails the run loudly."""
@@ -178,272 +187,127 @@ class Task:
     act_timeout: float | None = None
 
 
-# -- the scripts -----------------------------------------------------------------------------------------------
+# -- the task set, played from its data ---------------------------------------------------------------------------
 
 
-async def dom_form(run: Run) -> None:
-    seen = await run.observe("observe the form", ("lifecycle:observe-creates-session",), page="left")
-    seen = await run.act(
-        seen, "type the name", ("action:type",), type="type", ref=run.ref(seen, '"Full name"'), text="Ada Lovelace"
-    )
-    seen = await run.act(
-        seen,
-        "select the country by label",
-        ("action:select",),
-        type="select",
-        ref=run.ref(seen, "combobox", '"Country"'),
-        values=["Japan"],
-    )
-    seen = await run.act(
-        seen, "tick the gift box", ("action:click",), type="click", ref=run.ref(seen, '"This is a gift"')
-    )
-    await run.verify(
-        seen,
-        "the name holds",
-        ("verify:element-state",),
-        type="element_state",
-        role="textbox",
-        name="Full name",
-        state="value",
-        expected="Ada Lovelace",
-    )
-    await run.verify(
-        seen,
-        "the country holds",
-        ("action:select", "verify:element-state"),
-        type="element_state",
-        role="combobox",
-        name="Country",
-        state="value",
-        expected="Japan",
-    )
-    await run.verify(
-        seen,
-        "the gift box is ticked",
-        ("verify:element-state",),
-        type="element_state",
-        role="checkbox",
-        name="This is a gift",
-        state="checked",
-        expected=True,
-    )
-    await run.verify(
-        seen,
-        "a false claim does not hold",
-        ("reason:verification_failed",),
-        type="text_present",
-        text="Your order has shipped",
-    )
-    submitted = run.server.wait_for_request("/dom_form/submit", timeout=WAIT)
-    await run.act(
-        seen, "submit", ("action:click", "writes:at-most-one"), type="click", ref=run.ref(seen, '"Save and continue"')
-    )
-    form = (await submitted).form()
-    run.signature.facts["submitted"] = {key: form.get(key) for key in ("full_name", "country", "gift")}
-    await run.act(
-        seen,
-        "act on the spent frame",
-        ("reason:stale_observation",),
-        type="click",
-        ref=run.ref(seen, '"Save and continue"'),
-    )
+async def _unheard(text: str) -> None:
+    """The script provider streams a reply's text; no one reads it here."""
 
 
-async def catalogue(run: Run) -> None:
-    seen = await run.observe("observe the listing", (), page="left")
-    added = run.server.wait_for_request("/catalogue/cart", timeout=WAIT)
-    await run.act(
-        seen, "add the first product", ("action:click",), type="click", ref=run.ref(seen, "button", '"Add to cart"')
-    )
-    await added
-    await run.wait_in_page("document.getElementById('toast').textContent.includes('Added to cart')")
-    await run.verify(
-        seen,
-        "the cart says so",
-        ("verify:text",),
-        type="text_present",
-        text="Added to cart: Northwind Pro Trail Running Shoe",
-    )
+class Moves:
+    """The lab's moves around a task file's calls (`suites/tasks/taskfile.py`, `lab`), as the parity runner makes
+    them, and the `$lab` values only the lab knows."""
 
+    def __init__(self, task: TaskFile, run: Run) -> None:
+        self.task = task
+        self.run = run
+        self.values: dict[str, Any] = {}
+        self.popups: list[Page] = []
 
-async def login(run: Run) -> None:
-    seen = await run.observe("observe the sign-in form", ("policy:reading-allowed",), page="left")
-    await run.act(
-        seen,
-        "type the email",
-        ("policy:login", "reason:needs_user"),
-        type="type",
-        ref=run.ref(seen, "textbox"),
-        text="ada@example.com",
-    )
-    await run.act(
-        seen, "sign in", ("policy:login", "reason:needs_user"), type="click", ref=run.ref(seen, "button", "Sign in")
-    )
+    async def fill(self, reply: Reply) -> dict[str, Any]:
+        """The reply as the script provider reads it, with the `$lab` values it names (measured on first use)."""
+        for name in reply.lab_names(PARITY) - set(self.values):
+            if name.startswith("url:"):
+                self.values[name] = self.run.server.url(name.removeprefix("url:"))
+            elif name in ("seat.x", "seat.y") and self.task.seat is not None:
+                rect = json.loads(await self.run.desk.workspace.evaluate(self.run.desk.labs["A"], CANVAS_RECT))
+                self.values.update(seat_point(rect, self.task.seat))
+            else:
+                raise AssertionError(f"task {self.task.scenario}: no $lab value {name!r} before this step")
+        return reply.script(PARITY, self.values)
 
+    async def call(self, entry: Call, call: ToolCall) -> ToolResult:
+        """One call over MCP, recorded (a step when it has a label), with the lab's moves around it."""
+        run, lab = self.run, entry.lab
+        waiter = run.server.wait_for_request(lab["request"], timeout=WAIT) if "request" in lab else None
+        held = run.server.stall(lab["hold"]) if "hold" in lab else None
+        opened = self._watch_popup() if lab.get("popup") else None
+        result = await run.agent.call(**call.arguments)
+        run.record(entry.label, entry.reqs, call.arguments, result)
+        if held is not None:
+            run.signature.facts["held_when_answered"] = held.holding  # else no timeout: the page had answered
+            held.release(text="<title>late</title>", content_type="text/html")
+        if waiter is not None:
+            await waiter
+        if "settle" in lab:
+            await run.wait_in_page(lab["settle"])
+        if opened is not None:
+            await self._record_popup(await asyncio.wait_for(opened, WAIT))
+        if "only_the_task_page" in lab:  # the content granted nothing
+            run.signature.facts[lab["only_the_task_page"]] = [p.handle for p in result.pages or []] == [
+                run.desk.handle("A")
+            ]
+        return ToolResult(call.id, result.content, is_error=result.status == "failed")
 
-async def captcha(run: Run) -> None:
-    seen = await run.observe("observe the challenge", (), page="left")
-    await run.act(
-        seen, "tick the CAPTCHA", ("policy:captcha", "reason:needs_user"), type="click", ref=run.ref(seen, "checkbox")
-    )
+    def _watch_popup(self) -> asyncio.Future[Page]:
+        """A Page the task's Page opens, as the registry registers it (registered before the call that opens it)."""
+        registered: asyncio.Future[Page] = asyncio.get_running_loop().create_future()
+        opener = self.run.desk.handle("A")
 
+        def on_change(page: Page, what: str) -> None:
+            if what == "registered" and page.opener_page_id == opener and not registered.done():
+                registered.set_result(page)
 
-async def sensitive(run: Run) -> None:
-    seen = await run.observe("observe the account page", (), page="left")
-    for button in ("Pay now", "Delete account"):
-        await run.act(
-            seen,
-            f"press {button}",
-            ("policy:sensitive", "reason:needs_user"),
-            type="click",
-            ref=run.ref(seen, "button", button),
+        self.run.desk.runtime.registry.listen(on_change)
+        return registered
+
+    async def _record_popup(self, page: Page) -> None:
+        listed = await self.run.agent.call(command="list_pages")
+        self.run.signature.popups.append(
+            {
+                "opener_is_a": page.opener_page_id == self.run.desk.handle("A"),
+                "authorized": page.registry_page_id in [p.handle for p in listed.pages or []],
+            }
         )
+        self.values["popup"] = page.registry_page_id
+        self.popups.append(page)
+
+    async def tidy(self) -> None:
+        """The lab closes the popups: they are not the workspace's."""
+        for page in self.popups:
+            with contextlib.suppress(Exception):
+                await self.run.desk.workspace.cdp.send("Target.closeTarget", {"targetId": page.cdp_target_id})
 
 
-async def injection(run: Run) -> None:
-    seen = await run.observe("observe the product", (), page="left")
-    await run.act(
-        seen,
-        "add to the wishlist",
-        ("injection:no-effect", "action:click"),
-        type="click",
-        ref=run.ref(seen, "button", "wishlist"),
-    )
-    listed = await run.agent.call(command="list_pages")
-    handles = [p.handle for p in listed.pages or []]
-    run.signature.facts["only_a_authorized_after"] = handles == [run.desk.handle("A")]  # the content granted nothing
-
-
-async def popup(run: Run) -> None:
-    registry = run.desk.runtime.registry
-    seen = await run.observe("observe the article", (), page="left")
-    registered: asyncio.Future[Page] = asyncio.get_running_loop().create_future()
-
-    def on_change(page: Page, what: str) -> None:
-        if what == "registered" and page.opener_page_id == run.desk.handle("A") and not registered.done():
-            registered.set_result(page)
-
-    registry.listen(on_change)
-    await run.act(
-        seen,
-        "open the popup",
-        ("lifecycle:popup-is-a-new-page", "action:click"),
-        type="click",
-        ref=run.ref(seen, "button", "Subscribe"),
-    )
-    page = await asyncio.wait_for(registered, WAIT)
-    listed = await run.agent.call(command="list_pages")
-    run.signature.popups.append(
-        {
-            "opener_is_a": page.opener_page_id == run.desk.handle("A"),
-            "authorized": page.registry_page_id in [p.handle for p in listed.pages or []],
-        }
-    )
-    await run.observe(
-        "observe the popup unauthorized",
-        ("lifecycle:popup-is-a-new-page", "reason:invalid_capability"),
-        page=page.registry_page_id,
-    )
-    with contextlib.suppress(Exception):  # the lab tidies up: the popup is not the workspace's
-        await run.desk.workspace.cdp.send("Target.closeTarget", {"targetId": page.cdp_target_id})
-
-
-async def frames(run: Run) -> None:
-    seen = await run.observe("observe the page and its iframe", ("frames:observe-verify",), page="left")
-    await run.verify(
-        seen,
-        "the iframe's text is on the live Page",
-        ("frames:observe-verify",),
-        type="text_present",
-        text="Chat with Northwind support",
-    )
-    run.find(seen, "the iframe's Send button has a ref", ("frames:iframe-refs",), "button", '"Send"')
-    run.find(seen, "the outer order number field has a ref", ("frames:iframe-refs",), "textbox", '"Order number"')
-    seen = await run.act(
-        seen,
-        "tick the SMS box",
-        ("action:click", "frames:observe-verify"),
-        type="click",
-        ref=run.ref(seen, "checkbox", "Text me delivery updates"),
-    )
-    await run.verify(
-        seen,
-        "the SMS box is ticked",
-        ("frames:observe-verify",),
-        type="element_state",
-        role="checkbox",
-        name="Text me delivery updates",
-        state="checked",
-        expected=True,
-    )
-
-
-async def canvas_seat(run: Run) -> None:
-    seen = await run.observe(
-        "observe the seat plan with a screenshot", ("visual:canvas-one-screenshot",), page="left", detail="visual"
-    )
-    rect = json.loads(
-        await run.desk.workspace.evaluate(
-            run.desk.labs["A"], "JSON.stringify(document.querySelector('canvas').getBoundingClientRect())"
-        )
-    )
-    x, y = canvas.target_center(17)
-    picked = run.server.wait_for_request("/canvas/pick", timeout=WAIT)
-    await run.act(seen, "click the free seat", ("action:point-click",), type="click", x=rect["x"] + x, y=rect["y"] + y)
-    pick = json.loads((await picked).body)
-    run.signature.facts["hit"] = abs(pick["x"] - x) <= 2 and abs(pick["y"] - y) <= 2
-
-
-async def stall(run: Run) -> None:
-    seen = await run.observe("observe the back office", (), page="left")
-    held = run.server.stall("/stall/slow-page")
-    await run.act(
-        seen,
-        "navigate to a page that never answers",
-        ("action:navigate", "reason:timeout"),
-        type="navigate",
-        url=run.server.url("/stall/slow-page"),
-    )
-    run.signature.facts["held_when_answered"] = held.holding  # else it was no timeout: the page had answered
-    held.release(text="<title>late</title>", content_type="text/html")
-    await run.act(
-        seen,
-        "act again on the spent frame",
-        ("reason:stale_observation",),
-        type="click",
-        ref=run.ref(seen, '"Submit expense"'),
-    )
+async def play(task: TaskFile, run: Run) -> None:
+    """Run a task file as a model would through the script provider: each reply's references resolved by the
+    provider against the results so far (as in the installed app), each call sent over MCP and recorded, the lab's
+    moves made around it; a `find` is a reply of its own whose one reference resolves or does not."""
+    moves = Moves(task, run)
+    transcript: list[Entry] = []
+    script: list[ScriptStep] = []
+    for step in task.steps:
+        if isinstance(step, Find):
+            script += parse_steps([{"calls": [{"name": "find", "arguments": {"ref": {"$ref": list(step.ref)}}}]}])
+            try:
+                await ScriptProvider(script).complete("", transcript, (), _unheard)
+                addressable = True
+            except ProviderError:
+                addressable = False
+            transcript.append(AssistantTurn(""))
+            run.signature.steps.append(Step(step.label, step.reqs, "find", "ok", addressable=addressable))
+            continue
+        script += parse_steps([await moves.fill(step)])
+        reply = await ScriptProvider(script).complete("", transcript, (), _unheard)
+        transcript.append(AssistantTurn(reply.text, reply.tool_calls))
+        results = [await moves.call(entry, call) for entry, call in zip(step.calls, reply.tool_calls, strict=True)]
+        transcript.append(ToolResults(tuple(results)))
+    run.signature.facts.update(task.read_facts(run.server.requests))
+    await moves.tidy()
 
 
 COMMON = ("lifecycle:frame-advances-after-write", "foreground:no-focus-calls", "writes:at-most-one")
 """What every task's signature compares, whatever its steps: the new frame after each act, 0 focus calls, writes."""
-DOM = (*COMMON, "visual:dom-zero-screenshots")
 
-TASKS: dict[str, Task] = {
-    task.name: task
-    for task in (
-        Task("dom_form", "/dom_form/", ("parity:dom_form", *DOM, "lifecycle:observe-creates-session", "action:type",
-             "action:select", "action:click", "verify:element-state", "reason:verification_failed",
-             "reason:stale_observation"), dom_form),
-        Task("catalogue", "/catalogue/", ("parity:catalogue", *DOM, "action:click", "verify:text"), catalogue),
-        Task("login", "/login/", ("parity:login", *DOM, "policy:reading-allowed", "policy:login",
-             "reason:needs_user"), login),
-        Task("captcha", "/captcha/", ("parity:captcha", *DOM, "policy:captcha", "reason:needs_user"), captcha),
-        Task("sensitive", "/sensitive/", ("parity:sensitive", *DOM, "policy:sensitive", "reason:needs_user"),
-             sensitive),
-        Task("injection", "/injection/", ("parity:injection", *DOM, "injection:no-effect", "action:click"),
-             injection),
-        Task("popup", "/popup/", ("parity:popup", *DOM, "lifecycle:popup-is-a-new-page", "action:click",
-             "reason:invalid_capability"), popup),
-        Task("frames", "/frames/", ("parity:frames", *DOM, "frames:observe-verify", "frames:iframe-refs",
-             "action:click"), frames),
-        Task("canvas", "/canvas/?seat=17", ("parity:canvas", *COMMON, "visual:canvas-one-screenshot",
-             "action:point-click"), canvas_seat),
-        Task("stall", "/stall/", ("parity:stall", *DOM, "action:navigate", "reason:timeout",
-             "reason:stale_observation"), stall, act_timeout=2.0),
-    )
-}  # fmt: skip
 
+def parity_task(name: str) -> Task:
+    data = TaskFile.load(name)
+    assert data.open is not None, f"{name}: a parity task works on a Page"
+    return Task(name, data.open, (f"parity:{name}", *COMMON, *data.reqs), functools.partial(play, data),
+                data.act_timeout)  # fmt: skip
+
+
+TASKS: dict[str, Task] = {name: parity_task(name) for name in SCENARIOS}
 
 # -- running and comparing ---------------------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from suites.parity.expected import (
     EXPECTED,
     Expectation,
     assert_declared_outcomes,
+    disagreements,
     does_not_hold,
     expected_vs_got,
     mismatches,
@@ -41,6 +42,7 @@ from suites.parity.expected import (
 )
 from suites.parity.ledger import LEDGER
 from suites.parity.tasks import TASKS, Signature, Task, assert_same_outcomes, run_task
+from suites.tasks.taskfile import TaskFile
 
 DIVERGENCES = {r.id: r.divergences for r in LEDGER.values() if r.divergences}
 
@@ -86,6 +88,30 @@ def test_every_task_declares_an_outcome_signature_naming_the_requirements_it_exe
     for name, task in TASKS.items():
         named = {r for step in EXPECTED[name].steps for r in step.reqs}
         assert named <= set(task.reqs), f"{name}: declared steps name {sorted(named - set(task.reqs))}"
+
+
+@pytest.mark.req("parity:absolute-expectations")
+def test_every_task_files_labelled_steps_say_what_its_declared_signature_states() -> None:
+    for name in TASKS:
+        assert disagreements(TaskFile.load(name), EXPECTED[name]) == []
+
+
+@pytest.mark.negative_control
+@pytest.mark.req("parity:absolute-expectations")
+def test_a_task_file_whose_call_expects_another_outcome_than_its_declared_signature_is_caught() -> None:
+    """Doctored data: dom_form's false claim expected to hold, and its last step's label dropped."""
+    task = TaskFile.load("dom_form")
+    *replies, checks, save = task.replies()
+    said_to_hold = replace(checks, calls=(*checks.calls[:-1], replace(checks.calls[-1], expect={})))
+    assert disagreements(replace(task, steps=(*replies, said_to_hold, save)), EXPECTED["dom_form"]) == [
+        "dom_form step 'a false claim does not hold': the task file says (('reason:verification_failed',), 'verify', "
+        "'ok', None), the declared signature (('reason:verification_failed',), 'verify', 'failed', "
+        "'verification_failed')"
+    ]
+    unlabelled = replace(save, calls=(save.calls[0], replace(save.calls[1], label=None, reqs=())))
+    assert disagreements(replace(task, steps=(*replies, checks, unlabelled)), EXPECTED["dom_form"])[0].startswith(
+        "dom_form: the task file's steps ["
+    )
 
 
 @pytest.mark.req("parity:absolute-expectations")
