@@ -248,7 +248,7 @@ def expose_upstream_tool(server: ComputerUseServer) -> None:
 class BlindRefContract(ToolContract):
     """Clicks a ref at the point it had when it was read, without re-checking that the element is still there."""
 
-    async def _point(
+    async def press_point(
         self, coordinate: tuple[float, float] | None, ref: str | None, mode: Mode = "point"
     ) -> tuple[float, float]:
         if coordinate is None and ref is not None:
@@ -256,7 +256,7 @@ class BlindRefContract(ToolContract):
             if identity.centre is None:
                 raise BackendError(Failure.element, f"{ref} had no box")
             return identity.centre
-        return await super()._point(coordinate, ref, mode)
+        return await super().press_point(coordinate, ref, mode)
 
 
 LIGHT_DOM_PLACE = r"""
@@ -293,9 +293,9 @@ def light_dom_check() -> str:
 class LightDomRefContract(ToolContract):
     """Re-checks every ref with `light_dom_check`: an element inside a shadow root can never be placed."""
 
-    async def _recheck(self, ref: str, identity: Identity, mode: Mode, arg: Any = None) -> dict[str, Any]:
+    async def recheck_ref(self, ref: str, identity: Identity, mode: Mode, arg: Any = None) -> dict[str, Any]:
         with mock.patch.object(refs, "CHECK_SOURCE", light_dom_check()):
-            return await super()._recheck(ref, identity, mode, arg)
+            return await super().recheck_ref(ref, identity, mode, arg)
 
 
 class LightDomRefBackend(OpenClaudeChromeBackend):
@@ -311,22 +311,22 @@ class PlaceBlindRefContract(ToolContract):
     """Re-checks refs without comparing the element's place: a node moved elsewhere (another shadow host, another
     row) with its text unchanged still passes."""
 
-    async def _recheck(self, ref: str, identity: Identity, mode: Mode, arg: Any = None) -> dict[str, Any]:
+    async def recheck_ref(self, ref: str, identity: Identity, mode: Mode, arg: Any = None) -> dict[str, Any]:
         compare = "if (JSON.stringify(path) !== JSON.stringify(expected[0]))"
         assert compare in refs.CHECK_SOURCE
         with mock.patch.object(refs, "CHECK_SOURCE", refs.CHECK_SOURCE.replace(compare, "if (false)")):
-            return await super()._recheck(ref, identity, mode, arg)
+            return await super().recheck_ref(ref, identity, mode, arg)
 
 
 class HitBlindRefContract(ToolContract):
     """Re-checks refs without asking what is at the element's centre: a click goes wherever the centre is, even
     onto another element drawn on top of it."""
 
-    async def _recheck(self, ref: str, identity: Identity, mode: Mode, arg: Any = None) -> dict[str, Any]:
+    async def recheck_ref(self, ref: str, identity: Identity, mode: Mode, arg: Any = None) -> dict[str, Any]:
         hit_test = "if (!ours) return"
         assert hit_test in refs.CHECK_SOURCE
         with mock.patch.object(refs, "CHECK_SOURCE", refs.CHECK_SOURCE.replace(hit_test, "if (false) return")):
-            return await super()._recheck(ref, identity, mode, arg)
+            return await super().recheck_ref(ref, identity, mode, arg)
 
 
 class PlaywrightGatewayOnArgv(PlaywrightMCPBackend):

@@ -72,15 +72,15 @@ class Input(Navigation):
 
     async def _form_input(self, ref: str, identity: Identity, value: str | bool | float) -> FormInputResult:
         if isinstance(value, bool):
-            answer = await self._recheck(ref, identity, "check", value)
+            answer = await self.recheck_ref(ref, identity, "check", value)
             await self._cursor(answer)
             return FormInputResult(ref, bool(answer.get("checked")))
         if identity.role in ("combobox", "listbox") and _is_select(identity):
-            answer = await self._recheck(ref, identity, "select", str(value))
+            answer = await self.recheck_ref(ref, identity, "select", str(value))
             await self._cursor(answer)
             return FormInputResult(ref, str(answer.get("selected", value)))
         text = str(value)
-        answer = await self._recheck(ref, identity, "text", text)
+        answer = await self.recheck_ref(ref, identity, "text", text)
         await self._cursor(answer)
         if answer.get("value_set"):
             pass  # a date, time, colour or range field: the check set the value (it takes no typed text)
@@ -138,12 +138,12 @@ class Input(Navigation):
         if action == "scroll_to":
             if ref is None:
                 raise BackendError(Failure.upstream, "scroll_to needs a ref")
-            answer = await self._recheck(ref, self.refs.get(ref), "scroll")
+            answer = await self.recheck_ref(ref, self.refs.get(ref), "scroll")
             return ComputerResult(action, (answer["x"], answer["y"]))
         if action == "scroll":
             return await self._scroll(coordinate, ref, scroll_direction, scroll_amount)
         if action in CLICKS or action == "hover":
-            point = await self._point(coordinate, ref, "point" if action == "hover" else "click")
+            point = await self.press_point(coordinate, ref, "point" if action == "hover" else "click")
             await self.cursor.show(*point)
             if action == "hover":
                 await self._mouse("mouseMoved", point, modifier_bits)
@@ -168,25 +168,27 @@ class Input(Navigation):
         if not (0 <= x < width and 0 <= y < height):
             raise BackendError(Failure.element, f"({x:g}, {y:g}) is outside the {width}x{height} screenshot")
 
-    async def _recheck(self, ref: str, identity: Identity, mode: Mode, arg: Any = None) -> dict[str, Any]:
+    async def recheck_ref(self, ref: str, identity: Identity, mode: Mode, arg: Any = None) -> dict[str, Any]:
+        """The ref's element checked again just before it is used (still there, in its place, hit at its centre):
+        a public seam, so a variant of the contract can change how it is checked."""
         return await recheck(self.session, self.worlds, ref, identity, mode, arg)
 
     async def _cursor(self, answer: dict[str, Any]) -> None:
         if answer.get("x") is not None and answer.get("y") is not None:
             await self.cursor.show(answer["x"], answer["y"])
 
-    async def _point(
+    async def press_point(
         self, coordinate: tuple[float, float] | None, ref: str | None, mode: Mode = "point"
     ) -> tuple[float, float]:
         """Where to put the mouse: the coordinate, or the ref's centre re-checked (`click` also refuses a disabled
-        control; `point`, for hover, does not)."""
+        control; `point`, for hover, does not). A public seam, like `recheck_ref`."""
         if coordinate is not None:
             x, y = coordinate
             return float(x), float(y)
         if ref is None:
             raise BackendError(Failure.upstream, "a click needs a ref or a coordinate")
         identity = self.refs.get(ref)
-        answer = await self._recheck(ref, identity, mode)
+        answer = await self.recheck_ref(ref, identity, mode)
         return float(answer["x"]), float(answer["y"])
 
     async def _mouse(
@@ -236,7 +238,7 @@ class Input(Navigation):
         if not 1 <= amount <= 10:
             raise BackendError(Failure.upstream, "scroll_amount must be between 1 and 10")
         if ref is not None:
-            point = await self._point(None, ref)
+            point = await self.press_point(None, ref)
         elif coordinate is not None:
             point = (float(coordinate[0]), float(coordinate[1]))
         else:
