@@ -188,16 +188,19 @@ class EventLog:
         self.publish({"type": "new_chat"})
 
     def trim(self) -> None:
-        """Evict the oldest evictable events until the log is within its bound (the newest event always stays)."""
-        excess = len(self._entries) - self.max_events
-        if excess <= 0 and self.bytes <= self.max_bytes:
+        """Evict the oldest evictable events once the log is over its bound (the newest event always stays), down to
+        a tenth below it: a pass over the log then comes once per tenth of the bound, not on every event of a full
+        log (a long run's turns would otherwise pay a pass over 5,000 events per card)."""
+        if len(self._entries) <= self.max_events and self.bytes <= self.max_bytes:
             return
+        excess = len(self._entries) - (self.max_events - self.max_events // 10)
+        target = self.max_bytes - self.max_bytes // 10
         kept: list[tuple[int, str, str]] = []
         last = len(self._entries) - 1
         for position, entry in enumerate(self._entries):
             index, kind, raw = entry
             pinned = kind in COALESCED or self._latest.get(kind) == index or position == last
-            if pinned or (excess <= 0 and self.bytes <= self.max_bytes):
+            if pinned or (excess <= 0 and self.bytes <= target):
                 kept.append(entry)
             else:
                 excess -= 1
