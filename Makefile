@@ -64,14 +64,16 @@ lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# Everything CI proves: lint, then every suite (benchmarks skipped: timings are not pass/fail), on four xdist
-# workers (each with its own Chromium, fixture server and tap), work-stealing so no worker idles at the end. On two
-# cores four keep both busy (98 % in /proc/stat over a run); three took 19 m 44 s where four took 18 m 23 s.
+# Everything CI proves: lint, then every suite (benchmarks skipped: timings are not pass/fail), on three xdist
+# workers (each with its own Chromium, fixture server and tap), work-stealing so no worker idles at the end. The run
+# is CPU-bound: with four, both cores were busy (1.97-2.00 in /proc/stat) from the first minute to the last half
+# minute, and three finish sooner on the same tree (10 m 24 s against 10 m 43 s, clean clones, stop 40): fewer
+# Chromiums and backends competing for the same two cores.
 # The release proofs and the backend contract tests (suites/backends) run on every backend, every other test on the
 # default one (suites/selection.py); each negative control on one, the whole-app runs (installed, evaluation) on the
 # default one — `make lab` runs all of those on every backend. Which suite runs where, and why: docs/lab.md.
 # BACKEND=name runs every test on that backend only; WORKERS=1 runs in one process; SHARDS=N SHARD=i one shard.
-WORKERS ?= 4
+WORKERS ?= 3
 test: setup lint
 	$(PYTEST) suites --benchmark-skip -n $(WORKERS) --dist worksteal --durations=15 $(if $(BACKEND),--backend $(BACKEND)) \
 	  $(call split,make-test)
