@@ -8,7 +8,10 @@ else is the command.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Callable
@@ -54,7 +57,16 @@ def swap_stopper() -> None:
     runtime.browser._stop = leaves_it_running  # type: ignore[assignment]
 
 
+async def kills_at_once(process: Any) -> None:
+    """A stopper that kills Chromium outright: it always leaves its singleton folder in $TMPDIR (a Chromium given
+    SIGTERM may or may not get as far as removing it, so without this the remover's control depends on its timing)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    await process.wait()
+
+
 def swap_remover() -> None:
+    runtime.browser._stop = kills_at_once  # type: ignore[assignment]
     runtime.browser._remove = removes_its_own_folders_only
 
 
