@@ -1,11 +1,12 @@
 """Negative controls replace named, public seams only: no class in `suites/` overrides a private method of a class of
-`runtime/` or `host/`.
+`runtime/`, `host/` or `backends/`.
 
 A control that overrides `_something` breaks on every rename in the runtime, and a reader cannot tell a seam from an
 accident. So the check reads the suites' source: for every class whose bases the file names (imported from
-`runtime`/`host`, or another class of the same file that is one), each method it defines whose name starts with one
-underscore (not a dunder) must not be one a `runtime`/`host` class in those bases' MRO defines. A class built from a
-variable (`class ReportsSuccess(real)`) is not resolved; such classes in the suites override public methods.
+`runtime`/`host`/`backends`, or another class of the same file that is one), each method it defines whose name
+starts with one underscore (not a dunder) must not be one a class of those packages in those bases' MRO defines. A
+class built from a variable (`class ReportsSuccess(real)`) is not resolved; such classes in the suites override public
+methods.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 pytestmark = pytest.mark.req("lab:seams")
 
 ROOT = Path(__file__).resolve().parents[2]
-OWNED = ("runtime", "host")
+OWNED = ("runtime", "host", "backends")
 """The packages whose private methods a suite may not override."""
 PENDING: dict[str, str] = {}
 """Modules whose classes are being rebuilt elsewhere, with why; each entry goes when its seams land (the second
@@ -56,7 +57,7 @@ def _imports(tree: ast.Module) -> dict[str, tuple[str, str | None]]:
 
 
 def overrides(source: str, path: str) -> list[Override]:
-    """Every method of a class in `source` that overrides a private method of a `runtime`/`host` class."""
+    """Every method of a class in `source` that overrides a private method of a `runtime`/`host`/`backends` class."""
     tree = ast.parse(source)
     imported = _imports(tree)
     classes = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
@@ -105,7 +106,7 @@ def pending(found: Override) -> bool:
     return any(found.owner.startswith(module + ".") for module in PENDING)
 
 
-def test_no_suite_overrides_a_private_method_of_a_runtime_or_host_class() -> None:
+def test_no_suite_overrides_a_private_method_of_a_runtime_host_or_backend_class() -> None:
     found = in_suites()
     assert [f for f in found if not pending(f)] == []
     excused = {module for module in PENDING if any(f.owner.startswith(module + ".") for f in found)}
