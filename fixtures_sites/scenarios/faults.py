@@ -2,7 +2,8 @@
 
 (a) `/faults/` "Finish and close window" calls `window.close()` (Chromium lets a script close a top-level window
     that was opened by script or has a single history entry: open this Page straight at its URL to have it close);
-(b) `/faults/` "Recalculate forecast" runs a loop that never ends: the renderer hangs until the lab kills it;
+(b) `/faults/` "Recalculate forecast" fetches `/faults/forecast` synchronously (a held route): the page's main thread
+    answers nothing until the test releases it, the way a page stuck in a script hangs, without spinning a core;
 (c) `/faults/dialog-on-load?kind=alert|confirm` opens that dialog from an inline script while the page is still
     loading. Only once someone answers it does the page POST `/faults/dialog-answered` (write): a ledger row is
     the proof that the dialog was answered, and by then the page shows what the answer was;
@@ -32,6 +33,7 @@ def _dialog(request: web.Request) -> dict[str, str]:
 
 ROUTES = (
     Route("GET", "/faults/", page("faults/index.html"), SCENARIO),
+    Route("GET", "/faults/forecast", json_ok(), SCENARIO, stall=True),
     Route("GET", "/faults/sync", page("faults/sync.html"), SCENARIO),
     Route("GET", "/faults/dialog-on-load", page_with("faults/dialog-on-load.html", _dialog), SCENARIO),
     Route("POST", "/faults/dialog-answered", json_ok(), SCENARIO, write=True),

@@ -1,22 +1,23 @@
 """Faults, live: a renderer crash and a killed browser in the middle of an act, a click that closes its own window,
-an endless loop after a click, and a dialog opened while the page loads. Each ends in a bounded answer with its own
-reason code (`target_lost`, `timeout`, `needs_user`), never a hang and never success; no write happens that the
-agent did not ask for; and once the fault has ended the session, the session's backend child, gateway and work dir
-are gone.
+a click whose handler never returns, and a dialog opened while the page loads. Each ends in a bounded answer with
+its own reason code (`target_lost`, `timeout`, `needs_user`), never a hang and never success; no write happens that
+the agent did not ask for; and once the fault has ended the session, the session's backend child, gateway and work
+dir are gone.
 
 Everything is real: Chromium, the npm MCP servers, the MCP transport (in-process client and server), the fixture
 server. The faults themselves come from the lab's side — its own CDP connection crashes a renderer or answers a
-dialog, it kills its own private Chromium — never through the runtime.
+dialog, it kills its own private Chromium, its server holds a request the page waits on — never through the runtime.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 
-from fixtures_sites.server import FixtureServer
+from fixtures_sites.server import FixtureServer, Stall
 from lab.cdp import CDPClient, CDPError
 from lab.tap import CDPTap
 from runtime.assembly import Runtime
@@ -45,6 +46,9 @@ from suites.reliability.conftest import (
     within,
 )
 from suites.sabotage import AnswerDialogs
+
+FORECAST = "/faults/forecast"
+"""What "Recalculate forecast" fetches synchronously: held by the server, it hangs the page (`forecast_held`)."""
 
 
 @pytest.fixture
@@ -208,39 +212,39 @@ async def test_a_click_that_closes_its_own_window_is_target_lost_never_a_hang(
         await close_if_open(lab_cdp, page.cdp_target_id)
 
 
-# -- an endless loop after a click -----------------------------------------------------------------------------------
+# -- a click whose handler never returns -----------------------------------------------------------------------------
 
 
-async def attach(cdp: CDPClient, target_id: str) -> str:
-    """The lab's own CDP session on the Page. Attach before the Page hangs: attaching reaches the renderer's main
-    thread, which a page stuck in a loop never gives back."""
-    return (await cdp.send("Target.attachToTarget", {"targetId": target_id, "flatten": True}))["sessionId"]
+@contextlib.asynccontextmanager
+async def forecast_held(server: FixtureServer) -> AsyncIterator[Stall]:
+    """The server holds the forecast the page fetches synchronously on "Recalculate forecast" (registered before the
+    click), so the page's main thread answers nothing until the test ends; then it is let go, and the page lives on.
+    A held request, not a loop: a hung page that spins a core for the whole bound would take it from every other
+    test running beside it."""
+    held = server.stall(FORECAST)
+    try:
+        yield held
+    finally:
+        held.release()
 
 
-async def end_the_loop(cdp: CDPClient, session: str) -> None:
-    """The lab stops the page's script: `Runtime.terminateExecution` interrupts running JavaScript (Chromium runs
-    it as an interrupt of the running script, for a session attached before), and the renderer lives on."""
-    await cdp.send("Runtime.terminateExecution", session_id=session)
-    await cdp.send("Target.detachFromTarget", {"sessionId": session})
-
-
-async def click_into_an_endless_loop(agent: Agent) -> tuple[ComputerUseResult, ComputerUseResult]:
+async def click_into_a_hang(agent: Agent) -> tuple[ComputerUseResult, ComputerUseResult]:
     """Observe the till, click "Recalculate forecast" (its handler never returns); return (observation, answer)."""
     seen = await agent.observe(page="left")
     recalculate = agent.act(seen, type="click", ref=ref_of(seen, '"Recalculate forecast"'))
-    return seen, await within(recalculate, ACT_TIMEOUT + SLACK, "the click into an endless loop")
+    return seen, await within(recalculate, ACT_TIMEOUT + SLACK, "the click into a handler that never returns")
 
 
 @pytest.mark.req("honesty:timeout", "reason:timeout")
-async def test_an_endless_loop_after_a_click_is_timeout_and_every_later_call_is_bounded_too(
-    one_page_desk, agent: Agent, fixture_server: FixtureServer, lab_cdp: CDPClient
+async def test_a_click_whose_handler_never_returns_is_timeout_and_every_later_call_is_bounded_too(
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
     desk: Desk = await one_page_desk("/faults/")
     settings = desk.runtime.service.settings
-    lab_session = await attach(lab_cdp, desk.target("A"))
-    try:
-        seen, result = await click_into_an_endless_loop(agent)
+    async with forecast_held(fixture_server) as held:
+        seen, result = await click_into_a_hang(agent)
         assert_outcome(result, "timeout")
+        assert held.holding, "the page is not waiting on its forecast: the act's timeout proves nothing"
         # The Page still answers nothing: every later call on it times out within its own bound.
         settings.observe_timeout = ACT_TIMEOUT
         session_id = seen.computer_session_id
@@ -248,11 +252,9 @@ async def test_an_endless_loop_after_a_click_is_timeout_and_every_later_call_is_
         assert_outcome(looked, "timeout")
         checked = await within(agent.verify(seen, type="text_present", text="Forecast updated"), ACT_TIMEOUT + SLACK)
         assert_outcome(checked, "timeout")
-    finally:
-        await end_the_loop(lab_cdp, lab_session)
     settings.observe_timeout = OBSERVE_TIMEOUT
     # Nothing in the runtime or the backend stayed wedged behind the hung calls: the session works again.
-    after = await within(agent.observe(computer_session_id=session_id), CALL_LIMIT, "observing once the loop ended")
+    after = await within(agent.observe(computer_session_id=session_id), CALL_LIMIT, "observing once the page answers")
     assert "Recalculate forecast" in (after.observation or "")
     assert_no_writes(fixture_server)
 
@@ -275,15 +277,12 @@ class WaitsForThePage(Act):
 @pytest.mark.parametrize("runtime_variant", [Variant("waits for the page", parts=Parts(act=WaitsForThePage))], ids=str)
 @pytest.mark.req("honesty:timeout")
 async def test_the_bound_check_catches_a_runtime_that_waits_on_a_hung_page_without_bound(
-    one_page_desk, agent: Agent, lab_cdp: CDPClient
+    one_page_desk, agent: Agent, fixture_server: FixtureServer
 ) -> None:
-    desk: Desk = await one_page_desk("/faults/")
-    lab_session = await attach(lab_cdp, desk.target("A"))
-    try:
+    await one_page_desk("/faults/")
+    async with forecast_held(fixture_server):
         with pytest.raises(AssertionError, match="hung"):
-            await click_into_an_endless_loop(agent)
-    finally:
-        await end_the_loop(lab_cdp, lab_session)
+            await click_into_a_hang(agent)
 
 
 # -- a dialog opened while the page loads ----------------------------------------------------------------------------
