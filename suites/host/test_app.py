@@ -543,12 +543,10 @@ async def test_the_backend_setting_is_saved_and_moves_only_new_sessions(
     assert same_session[0] == first[0]
     assert new_session[1] == "open_claude_chrome"
     assert new_session[0] != first[0]
-    shown = await console.evaluate(
-        "[...document.querySelectorAll('#history article.card[data-status=ok] .backend')].map(b => b.textContent)"
-        ".filter(Boolean)"
-    )
-    assert shown[0] == "playwright_mcp"
-    assert shown[-1] == "open_claude_chrome"
+    # The app's log has the turn's end before the console has drawn its last card: wait for that card.
+    shown = "[...document.querySelectorAll('#history article.card[data-status=ok] .backend')].map(b => b.textContent)"
+    await console.until(f"{shown}.filter(Boolean).at(-1) === 'open_claude_chrome'", "the new session's backend")
+    assert (await console.evaluate(f"{shown}.filter(Boolean)"))[0] == "playwright_mcp"
 
     await app.close()
     again = await start_app()
