@@ -64,16 +64,16 @@ lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# Everything CI proves: lint, then every suite (benchmarks skipped: timings are not pass/fail), on three xdist
-# workers (each with its own Chromium, fixture server and tap), work-stealing so no worker idles at the end. The run
-# is CPU-bound: with four, both cores were busy (1.97-2.00 in /proc/stat) from the first minute to the last half
-# minute, and three finish sooner on the same tree (10 m 24 s against 10 m 43 s, clean clones, stop 40): fewer
-# Chromiums and backends competing for the same two cores.
+# Everything CI proves: lint, then every suite (benchmarks skipped: timings are not pass/fail), on four xdist
+# workers (each with its own Chromium, fixture server and tap), work-stealing so no worker idles at the end. Four,
+# because many proofs mostly wait (a hung page's bound, a held request, a client's pacing) while others work the CPU:
+# on three the two cores were 1.80 busy on average (/proc/stat each second), on four 1.89-1.95, and four finished
+# sooner on the same tree (9 m 21 s and 10 m 01 s against 10 m 06 s and 10 m 20 s, stop 41). docs/lab.md.
 # The release proofs and the backend contract tests (suites/backends) run on every backend, every other test on the
 # default one (suites/selection.py); each negative control on one, the whole-app runs (installed, evaluation) on the
 # default one — `make lab` runs all of those on every backend. Which suite runs where, and why: docs/lab.md.
 # BACKEND=name runs every test on that backend only; WORKERS=1 runs in one process; SHARDS=N SHARD=i one shard.
-WORKERS ?= 3
+WORKERS ?= 4
 test: setup lint
 	$(PYTEST) suites --benchmark-skip -n $(WORKERS) --dist worksteal --durations=15 $(if $(BACKEND),--backend $(BACKEND)) \
 	  $(call split,make-test)
