@@ -98,7 +98,9 @@ bench: setup
 # the single-file offline report (which carries the summary, its plot and the parity table on its front page).
 # Both are built even when a suite fails; the exit status is the suites'. A shard (SHARDS=N SHARD=i) writes its
 # results, cost figures and shard.json (which tests it ran of which collection: suites/shards.py) to
-# reports/shard-<i>/ and builds no report: `make report RESULTS="…"` merges the shards'.
+# reports/shard-<i>/ and builds no report: `make report RESULTS="…"` merges the shards'. It runs as `python -m pytest`
+# (as the shard proof's children do), which puts the checkout on sys.path: `-p suites.shards` is loaded before any
+# conftest could, and `suites` is not an installed package.
 lab: setup
 ifeq ($(SHARDS),1)
 	@rm -rf $(ALLURE_RESULTS) reports/costs
@@ -107,7 +109,7 @@ ifeq ($(SHARDS),1)
 	exit $$status
 else
 	@rm -rf $(SHARD_DIR) && mkdir -p $(SHARD_DIR)
-	$(LAB_ENV) LAB_COSTS_DIR=$(SHARD_DIR)/costs $(PYTEST) suites --alluredir=$(SHARD_DIR)/allure-results \
+	$(LAB_ENV) LAB_COSTS_DIR=$(SHARD_DIR)/costs $(PY) -m pytest suites --alluredir=$(SHARD_DIR)/allure-results \
 	  $(call split,make-lab) -p suites.shards --shards-record $(SHARD_DIR)/shard.json
 endif
 

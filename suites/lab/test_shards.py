@@ -284,3 +284,48 @@ def test_the_merge_refuses_in_one_line_a_folder_that_is_no_shard_and_a_cost_reco
         doctored.append(Run(folder, runs.shards[shard - 1].tests))
     with pytest.raises(merge.MergeError, match=r"two shards wrote tools-list.json differently"):
         merged(doctored, tmp_path / "merged")
+
+
+# -- the command a fleet runs ----------------------------------------------------------------------------------------
+
+
+def make_lab_shard_command(folder: Path) -> str:
+    """`make lab SHARDS=2 SHARD=1`'s pytest command as make would run it (`make -n` prints it, runs nothing), with
+    the shard's folder moved to `folder` and told to collect only: what the recipe starts, not what a proof thinks
+    it starts."""
+    dry = subprocess.run(
+        ["make", "-n", "lab", "SHARDS=2", "SHARD=1"],
+        cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    lines = dry.stdout.replace("\\\n", " ").splitlines()
+    (command,) = [line for line in lines if " suites --alluredir=" in line]
+    return command.replace("reports/shard-1", str(folder)) + " --collect-only -q"
+
+
+def started(command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", command], cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT,
+        check=False,
+    )  # fmt: skip
+
+
+def test_make_labs_shard_command_as_the_makefile_writes_it_loads_its_plugin_and_collects_its_shard(
+    tmp_path: Path,
+) -> None:
+    done = started(make_lab_shard_command(tmp_path))
+    assert done.returncode == 0, f"make lab's shard command does not start:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+    assert "tests collected" in done.stdout
+
+
+@pytest.mark.negative_control
+def test_the_command_check_catches_a_recipe_that_runs_the_pytest_script_which_cannot_import_the_suites(
+    tmp_path: Path,
+) -> None:
+    """Broken as the recipe first was: `.venv/bin/pytest` puts only its own folder on sys.path, so `-p suites.shards`
+    fails before any test (the proof's children run `python -m pytest` and never saw it)."""
+    command = make_lab_shard_command(tmp_path)
+    assert "/bin/python -m pytest suites" in command
+    done = started(command.replace("/bin/python -m pytest suites", "/bin/pytest suites"))
+    assert done.returncode != 0
+    assert "No module named 'suites'" in done.stderr
