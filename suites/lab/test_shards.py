@@ -293,9 +293,11 @@ def make_lab_shard_command(folder: Path) -> str:
     """`make lab SHARDS=2 SHARD=1`'s pytest command as make would run it (`make -n` prints it, runs nothing), with
     the shard's folder moved to `folder` and told to collect only: what the recipe starts, not what a proof thinks
     it starts."""
+    outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")  # `make test`'s own flags and overrides are not the fleet's
+    env = {k: v for k, v in child_env().items() if k not in outer}
     dry = subprocess.run(
-        ["make", "-n", "lab", "SHARDS=2", "SHARD=1"],
-        cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60, check=False,
+        ["make", "-n", "lab", "SHARDS=2", "SHARD=1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        check=False,
     )  # fmt: skip
     assert dry.returncode == 0, dry.stderr[-2000:]
     lines = dry.stdout.replace("\\\n", " ").splitlines()
