@@ -136,7 +136,7 @@ class Workspace:
     async def _loaded(self, session: str, url: str) -> None:
         """Return once the window's document at `url` has loaded. The load may have ended before the lab attached,
         so the wait is registered first and the document is then asked whether it has loaded already."""
-        await self.cdp.send("Page.enable", session_id=session)
+        await self.cdp.send("Page.enable", session_id=session, timeout=LOAD_TIMEOUT)  # the renderer answers it
         loaded = self.cdp.wait_for_event("Page.loadEventFired", session_id=session, timeout=LOAD_TIMEOUT)
         shown = await self._loaded_url(session)
         if shown:
@@ -148,10 +148,13 @@ class Workspace:
             raise RuntimeError(f"could not load {url}: the browser shows its error page")
 
     async def _loaded_url(self, session: str) -> str:
-        """The document's URL once it has loaded; "" while the window still shows its initial blank document."""
+        """The document's URL once it has loaded; "" while the window still shows its initial blank document.
+        Bounded by the load's own bound, not a command's: a loading document's script holds the main thread, which
+        answers only when it is done (a 200,000-button page's takes over 10 s on a loaded machine)."""
         result = await self.cdp.send(
-            "Runtime.evaluate", {"expression": LOADED_URL, "returnByValue": True}, session_id=session
-        )
+            "Runtime.evaluate", {"expression": LOADED_URL, "returnByValue": True}, session_id=session,
+            timeout=LOAD_TIMEOUT,
+        )  # fmt: skip
         return str(result.get("result", {}).get("value") or "")
 
     async def _session(self, page: LabPage) -> str:
@@ -167,7 +170,7 @@ class Workspace:
 
     async def _load(self, session: str, url: str) -> None:
         # The load wait is registered before the navigation: no race with a fast load.
-        await self.cdp.send("Page.enable", session_id=session)
+        await self.cdp.send("Page.enable", session_id=session, timeout=LOAD_TIMEOUT)  # the renderer answers it
         loaded = self.cdp.wait_for_event("Page.loadEventFired", session_id=session, timeout=LOAD_TIMEOUT)
         result = await self.cdp.send("Page.navigate", {"url": url}, session_id=session)
         if result.get("errorText"):
