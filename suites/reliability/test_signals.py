@@ -199,6 +199,8 @@ async def test_the_sigterm_check_catches_a_serve_that_leaves_sigterm_to_the_defa
         with pytest.raises(AssertionError, match="exited with -15 on SIGTERM"):
             await sigterm_scenario("suites.reliability.serve_variant", transport, leftovers)
         assert leftovers, "the control never reached its signal"
-        assert alive_in_group(leftovers[0][0]), "the default action left no Chromium: the control is off"
+        # What the default action leaves for certain is the profile: its Chromium may end by itself once serve's end
+        # closes its pipe (under load, before this line), but nothing removes the folder serve made for it.
+        assert present(leftovers[0][1]), "the default action left no profile: the control is off"
     finally:
         await clean(leftovers)
