@@ -67,8 +67,9 @@ lint: $(VENV_STAMP)
 # Everything CI proves: lint, then every suite (benchmarks skipped: timings are not pass/fail), on four xdist
 # workers (each with its own Chromium, fixture server and tap), work-stealing so no worker idles at the end. Four,
 # because many proofs mostly wait (a hung page's bound, a held request, a client's pacing) while others work the CPU:
-# on three the two cores were 1.80 busy on average (/proc/stat each second), on four 1.89-1.95, and four finished
-# sooner on the same tree (9 m 21 s and 10 m 01 s against 10 m 06 s and 10 m 20 s, stop 41). docs/lab.md.
+# on three the two cores were 1.80 busy on average (/proc/stat each second), on four 1.89-1.95. The wall times
+# (9 m 21 s - 10 m 47 s on four, 9 m 35 s - 10 m 34 s on three, stop 41) differ less than the machine drifts in a
+# day. docs/lab.md.
 # The release proofs and the backend contract tests (suites/backends) run on every backend, every other test on the
 # default one (suites/selection.py); each negative control on one, the whole-app runs (installed, evaluation) on the
 # default one — `make lab` runs all of those on every backend. Which suite runs where, and why: docs/lab.md.
