@@ -26,7 +26,7 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -111,6 +111,7 @@ class CDPTap:
         self._conn_ids = itertools.count(1)
         self._labels: dict[int, str] = {}
         self._clients: set[web.WebSocketResponse] = set()
+        self._on_connect: list[Callable[[str], None]] = []
         self._runner: web.AppRunner | None = None
         self._http: aiohttp.ClientSession | None = None
 
@@ -207,6 +208,17 @@ class CDPTap:
 
     def connections(self, label: str | None = None) -> list[int]:
         return sorted({r.conn for r in self.records if label is None or r.label == label})
+
+    @contextlib.contextmanager
+    def on_connect(self, callback: Callable[[str], None]) -> Iterator[None]:
+        """Call `callback(label)` as each WebSocket client connects, before its upstream connection opens: a moment
+        its client is certainly alive and waiting (the installed app's audit notes a backend's process then, which a
+        session that opens and closes within one turn gives no other sure moment for)."""
+        self._on_connect.append(callback)
+        try:
+            yield
+        finally:
+            self._on_connect.remove(callback)
 
     @property
     def browser_gone(self) -> bool:
@@ -318,6 +330,8 @@ class CDPTap:
         kind, target_id = request.match_info["kind"], request.match_info["id"]
         tracker = SessionTracker(BROWSER if kind == "browser" else target_id)
         self.trackers[conn] = tracker
+        for callback in list(self._on_connect):
+            callback(label)
         client = web.WebSocketResponse(max_msg_size=0)
         await client.prepare(request)
         upstream_http, upstream_hostport = self._upstream_of(request)

@@ -449,29 +449,38 @@ async def run_task_set(
         )
         run = TaskSetRun(backend, switched_to, list(app.lines), app_command=command_line(app.pid))
         console: ConsoleDriver | None = None
+
+        def audit(label: str) -> None:
+            # A session that starts and ends within one turn (the switched backend's, with no pause) has its
+            # backend's process alive for certain only while that process is connecting through the app's gateway.
+            if label == LABEL and app.process.returncode is None:
+                app.note_processes()
+
         try:
-            console = await ConsoleDriver.attach(lab_cdp, app.console_url)
-            ready = len(tap.records)
-            driver = Driver(app, console, lab_cdp, tap, server)
-            decoy, decoy_target = await driver.open(server.url(DECOY), "right")
-            run.decoy_target = decoy_target
-            decoy_frames = await frame_targets(lab_cdp, decoy_target)
-            decoy_from = len(tap.records)
-            for name in SCENARIOS:
-                run.turns[name] = await scenario_turn(driver, tasks[name])
-            run.turns.update(await switch_backend(driver, tasks, switched_to, config_dir))
-            control_from = len(tap.records)
-            run.turns[CONTROL] = await run_turn(driver, tasks[CONTROL], [decoy], decoy_target)
-            stop = len(tap.records)
-            run.chat_calls = dict(calls_between(tap, ready, stop).get(console.target_id, Counter()))
-            decoy_window = calls_between(tap, decoy_from, control_from)
-            run.decoy_calls = dict(sum((decoy_window.get(t, Counter()) for t in decoy_frames), Counter()))
-            await console.detach()
-            run.exit_code = await app.interrupt()
-            left = await app.settled()
-            run.processes_seen = len(app.seen)
-            run.backend_children_seen = sum(1 for s in app.seen.values() if "node" in s.command or "mcp" in s.command)
-            run.processes_left = [f"{s.pid} {s.command[:120]}" for s in left]
+            with tap.on_connect(audit):
+                console = await ConsoleDriver.attach(lab_cdp, app.console_url)
+                ready = len(tap.records)
+                driver = Driver(app, console, lab_cdp, tap, server)
+                decoy, decoy_target = await driver.open(server.url(DECOY), "right")
+                run.decoy_target = decoy_target
+                decoy_frames = await frame_targets(lab_cdp, decoy_target)
+                decoy_from = len(tap.records)
+                for name in SCENARIOS:
+                    run.turns[name] = await scenario_turn(driver, tasks[name])
+                run.turns.update(await switch_backend(driver, tasks, switched_to, config_dir))
+                control_from = len(tap.records)
+                run.turns[CONTROL] = await run_turn(driver, tasks[CONTROL], [decoy], decoy_target)
+                stop = len(tap.records)
+                run.chat_calls = dict(calls_between(tap, ready, stop).get(console.target_id, Counter()))
+                decoy_window = calls_between(tap, decoy_from, control_from)
+                run.decoy_calls = dict(sum((decoy_window.get(t, Counter()) for t in decoy_frames), Counter()))
+                await console.detach()
+                run.exit_code = await app.interrupt()
+                left = await app.settled()
+                run.processes_seen = len(app.seen)
+                children = [s for s in app.seen.values() if "node" in s.command or "mcp" in s.command]
+                run.backend_children_seen = len(children)
+                run.processes_left = [f"{s.pid} {s.command[:120]}" for s in left]
         except BaseException:
             print(f"--- the app's stderr ---\n{app.stderr_tail()}")
             raise
