@@ -111,6 +111,7 @@ SWAGGER = """{
   tags: [...document.querySelectorAll('.opblock-tag-section .opblock-tag')].map((t) => t.dataset.tag),
   open: [...document.querySelectorAll('.opblock.is-open .opblock-summary-path')].map((p) => p.textContent.trim()),
   trying: Boolean(document.querySelector('.opblock.is-open .try-out__btn.cancel')),
+  tryable: Boolean(document.querySelector('.opblock.is-open .try-out__btn:not(.cancel)')),
   body: document.querySelector('.opblock.is-open textarea.body-param__text')?.value ?? null,
   placed: Boolean(document.querySelector('.opblock.is-open .responses-wrapper')?.textContent.includes('PO-1001')),
   copied: window.labCopied ?? null,
@@ -148,9 +149,11 @@ async def swagger(run: Run) -> None:
         type="click",
         ref=run.ref(seen, "button", '"POST /realapps', 'Create a restock request"'),
     )
-    await eyes.see("expand Create a restock request", open=["/realapps/api/orders"], trying=False)
-    seen = await run.observe("observe the operation", page="left")  # the same race as after the filter
-    await eyes.see("observe the operation", open=["/realapps/api/orders"], trying=False)
+    # Swagger UI marks the operation open at once but draws its body (with "Try it out") only once it has resolved
+    # the operation's part of the spec, later: the lab waits for the button the agent acts on next, as for the list.
+    await eyes.see("expand Create a restock request", open=["/realapps/api/orders"], trying=False, tryable=True)
+    seen = await run.observe("observe the operation", page="left")
+    await eyes.see("observe the operation", open=["/realapps/api/orders"], trying=False, tryable=True)
     seen = await run.act(
         seen, "Try it out", ("action:click",), type="click", ref=run.ref(seen, "button", '"Try it out"')
     )
