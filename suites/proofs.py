@@ -29,8 +29,21 @@ def report_figures(tap: CDPTap, names: dict[str, str]) -> dict[str, dict[str, in
     return figures
 
 
+OWNERS: dict[str, str] = {}
+"""The test that wrote each cost record in this process (`record_cost`)."""
+
+
 def record_cost(name: str, figures: dict[str, object]) -> None:
-    """Keep a cost figure for `make lab`'s cost summary (reports/costs/) and the report."""
+    """Keep a cost figure for `make lab`'s cost summary (reports/costs/) and the report.
+
+    A figure has one owner: a second test writing the same record fails here, since it would overwrite the first
+    (the last writer winning, by test order) and two shards of `make lab`, one test in each, would disagree on it
+    (`lab.merge` refuses such shards: how the gateway allow-list check's runs of the parity tasks were found). Checked
+    within a process: the whole of an unsharded `make lab`; under xdist, when both tests fall to one worker."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    owner = OWNERS.setdefault(name, test)
+    if owner != test:
+        raise AssertionError(f"cost record {name!r} is written by {owner} and again by {test}: a figure has one owner")
     COSTS.mkdir(parents=True, exist_ok=True)
     (COSTS / f"{name}.json").write_text(json.dumps(figures, indent=2), encoding="utf-8")
     allure.attach(json.dumps(figures, indent=2), name, "application/json")

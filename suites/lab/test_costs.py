@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab import costs
+from suites import proofs
 
 pytestmark = pytest.mark.req("lab:costs")
 
@@ -33,6 +34,20 @@ def test_the_summary_prints_every_recorded_figure_and_marks_the_ones_over_budget
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
     assert "OVER BUDGET" not in lines["fast"]
     assert "OVER BUDGET: ratio 1.3 > 1.1" in lines["slow"]
+
+
+def test_a_cost_record_a_second_test_writes_is_refused_and_the_first_tests_figure_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(proofs, "COSTS", tmp_path)
+    monkeypatch.setattr(proofs, "OWNERS", {})
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "suites/a.py::test_one[x] (call)")
+    proofs.record_cost("task-x-b", {"tokens": 1})
+    proofs.record_cost("task-x-b", {"tokens": 2})  # its own test again (another backend's loop pass): rewritten
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "suites/b.py::test_two (call)")
+    with pytest.raises(AssertionError, match=r"by suites/a.py::test_one\[x\] and again by suites/b.py::test_two"):
+        proofs.record_cost("task-x-b", {"tokens": 3})
+    assert json.loads((tmp_path / "task-x-b.json").read_text()) == {"tokens": 2}
 
 
 def test_no_recorded_figures_is_an_error_not_an_empty_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

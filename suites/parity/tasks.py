@@ -322,11 +322,14 @@ async def run_task(
     test_id: str,
     backends: Mapping[str, BackendFactory] | None = None,
     endpoint: BrowserEndpoint | None = None,
+    cost: bool = False,
 ) -> Signature:
     """Run `task` on `backend` with a runtime of its own (its own Pages, MCP connection and ledger attribution)
     and return its signature. `backends` replaces the runtime's backend table (negative controls only); `endpoint`
-    is where the runtime connects instead of the tap's "runtime" port (a remote browser's door, through the tap),
-    and its run is left out of the cost summary."""
+    is where the runtime connects instead of the tap's "runtime" port (a remote browser's door, through the tap).
+    `cost`: this run is the one the cost summary's scenario table shows (`task-<task>-<backend>`). A figure has one
+    owner: another test running the same task on real backends (the gateway allow-list check, a negative control)
+    would overwrite it, last writer winning, and two shards of `make lab` would disagree on it."""
     server.begin_test(f"{test_id}[{backend}]")
     first_record = len(tap.records)
     settings = Settings(backend=backend)
@@ -350,7 +353,7 @@ async def run_task(
     records = [r for r in tap.records[first_record:] if r.kind == "command" and r.label == "runtime"]
     signature.screenshots = sum(1 for r in records if r.category == "screenshot")
     signature.focus_calls = sum(1 for r in records if r.category == "focus")
-    if backends is None and endpoint is None:  # the real backends' cost, for the cost summary's scenario table
+    if cost and backends is None and endpoint is None:  # the real backends' cost, on the local browser
         record_cost(f"task-{task.name}-{backend}", task_costs(task.name, signature, len(records)))
     untagged = {req for step in signature.steps for req in step.reqs} - set(task.reqs)
     assert not untagged, f"task {task.name}: steps exercise {sorted(untagged)}, which its Task.reqs does not name"

@@ -60,11 +60,18 @@ def report(task: str, signatures: Mapping[str, Signature], expectation: Expectat
 
 async def run_each(
     task: Task, names: list[str], request: pytest.FixtureRequest, tap: CDPTap, workspace: Workspace,
-    server: FixtureServer, backends: Mapping[str, BackendFactory] | None = None,
+    server: FixtureServer, backends: Mapping[str, BackendFactory] | None = None, cost: bool = False,
 ) -> dict[str, Signature]:  # fmt: skip
     return {
         name: await run_task(
-            task, name, tap=tap, workspace=workspace, server=server, test_id=request.node.nodeid, backends=backends
+            task,
+            name,
+            tap=tap,
+            workspace=workspace,
+            server=server,
+            test_id=request.node.nodeid,
+            backends=backends,
+            cost=cost,
         )
         for name in names
     }
@@ -76,7 +83,7 @@ async def run_each(
 async def test_a_task_gives_every_backend_its_declared_outcome_signature_and_the_same_as_the_others(
     task: str, request: pytest.FixtureRequest, tap: CDPTap, workspace: Workspace, fixture_server: FixtureServer
 ) -> None:
-    signatures = await run_each(TASKS[task], chosen(request.config), request, tap, workspace, fixture_server)
+    signatures = await run_each(TASKS[task], chosen(request.config), request, tap, workspace, fixture_server, cost=True)
     report(task, signatures, EXPECTED[task])
     assert_declared_outcomes(task, signatures.values(), EXPECTED[task])
     assert_same_outcomes(signatures)

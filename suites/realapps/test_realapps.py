@@ -48,7 +48,7 @@ async def test_a_real_app_task_passes_every_step_by_the_runtime_and_by_the_labs_
 
     try:
         await run_task(replace(TASKS[app], script=script), backend, tap=tap, workspace=workspace,
-                       server=fixture_server, test_id=request.node.nodeid)  # fmt: skip
+                       server=fixture_server, test_id=request.node.nodeid, cost=True)  # fmt: skip
     finally:
         table = step_table(runs[0].signature) if runs else []
         report(app, backend, table)
